@@ -1,0 +1,391 @@
+/* encode.c - writing profiles as text: folded, speedscope JSON and the reports' JSON.
+ *
+ * The reports' JSON is a prefix tree of the stacks in creation order (a parent always comes
+ * before its children, so the browser rebuilds any view in one pass). It is the one place
+ * where the size of a report is decided, so numbers are written by hand, not by printf. */
+#include "profile_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void put_u64(pa_buf *b, uint64_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    pa_buf_reserve(b, n);
+    for (size_t i = 0; i < n; i++)
+        b->data[b->len + i] = tmp[n - 1 - i];
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+/* Folded frames must not contain the separators of the format. */
+static void put_folded_frame(pa_buf *b, const char *s, size_t len) {
+    size_t start = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == ';' || c == '\n' || c == '\r') {
+            pa_buf_append(b, s + start, i - start);
+            pa_buf_append(b, c == ';' ? ":" : " ", 1);
+            start = i + 1;
+        }
+    }
+    pa_buf_append(b, s + start, len - start);
+}
+
+void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
+    size_t nmeta = pa_profile_meta_count(p);
+    if (nmeta) {
+        pa_buf_puts(out, "# pyagent 1");
+        for (size_t i = 0; i < nmeta; i++) {
+            const char *k, *v;
+            pa_profile_meta_at(p, i, &k, &v);
+            pa_buf_printf(out, " %s=%s", k, v);
+        }
+        pa_buf_puts(out, "\n");
+    }
+    size_t nstacks = pa_profile_stack_count(p);
+    for (size_t s = 0; s < nstacks; s++) {
+        size_t n;
+        uint64_t count;
+        const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
+        for (size_t k = 0; k < n; k++) {
+            size_t len;
+            const char *f = pa_profile_frame(p, ids[k], &len);
+            if (k)
+                pa_buf_append(out, ";", 1);
+            put_folded_frame(out, f, len);
+        }
+        pa_buf_append(out, " ", 1);
+        put_u64(out, count);
+        pa_buf_append(out, "\n", 1);
+    }
+}
+
+static void put_json_string(pa_buf *b, const char *s, size_t len) {
+    pa_buf_append(b, "\"", 1);
+    pa_buf_json_str(b, s, len);
+    pa_buf_append(b, "\"", 1);
+}
+
+void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf *out) {
+    size_t nframes = pa_profile_frame_count(p);
+    size_t nstacks = pa_profile_stack_count(p);
+    pa_buf_puts(out, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+                     "\"exporter\":\"pyagent-render\",\"name\":");
+    put_json_string(out, name, strlen(name));
+    pa_buf_puts(out, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        const char *s = pa_profile_frame(p, id, &len);
+        pa_frame_info fi;
+        pa_frame_parse(s, len, &fi);
+        pa_buf_puts(out, id ? ",{\"name\":" : "{\"name\":");
+        if (fi.kind == PA_FRAME_NATIVE || fi.kind == PA_FRAME_OWN || fi.kind == PA_FRAME_STDLIB ||
+            fi.kind == PA_FRAME_SITE) {
+            put_json_string(out, fi.name, fi.name_len);
+            pa_buf_puts(out, ",\"file\":");
+            put_json_string(out, fi.file, fi.file_len);
+            if (fi.line)
+                pa_buf_printf(out, ",\"line\":%u", fi.line);
+        } else {
+            put_json_string(out, s, len);
+        }
+        pa_buf_puts(out, "}");
+    }
+    pa_buf_puts(out, "]},\"profiles\":[");
+
+    /* One profile per thread root; stacks without one go to a profile of their own. */
+    uint32_t *root = pa_xrealloc(NULL, (nstacks + 1) * sizeof *root);
+    unsigned char *is_thread = calloc(nframes + 1, 1);
+    if (!is_thread)
+        abort();
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        const char *s = pa_profile_frame(p, id, &len);
+        is_thread[id] = len >= 7 && memcmp(s, "thread:", 7) == 0;
+    }
+    const uint32_t none = UINT32_MAX;
+    for (size_t s = 0; s < nstacks; s++) {
+        size_t n;
+        const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
+        root[s] = n > 0 && is_thread[ids[0]] ? ids[0] : none;
+    }
+    unsigned char *done = calloc(nframes + 1, 1);
+    if (!done)
+        abort();
+    int first_profile = 1;
+    for (size_t s0 = 0; s0 < nstacks; s0++) {
+        uint32_t r = root[s0];
+        uint32_t rkey = r == none ? (uint32_t)nframes : r;
+        if (done[rkey])
+            continue;
+        done[rkey] = 1;
+        uint64_t total = 0;
+        for (size_t s = s0; s < nstacks; s++) {
+            uint64_t count;
+            if (root[s] != r)
+                continue;
+            pa_profile_stack(p, s, NULL, &count);
+            total += count;
+        }
+        pa_buf_puts(out, first_profile ? "{" : ",{");
+        first_profile = 0;
+        pa_buf_puts(out, "\"type\":\"sampled\",\"name\":");
+        if (r == none) {
+            pa_buf_puts(out, "\"all\"");
+        } else {
+            size_t len;
+            const char *s = pa_profile_frame(p, r, &len);
+            put_json_string(out, s, len);
+        }
+        pa_buf_puts(out, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":");
+        put_u64(out, total);
+        pa_buf_puts(out, ",\"samples\":[");
+        int first = 1;
+        for (size_t s = s0; s < nstacks; s++) {
+            if (root[s] != r)
+                continue;
+            size_t n;
+            const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
+            pa_buf_puts(out, first ? "[" : ",[");
+            first = 0;
+            for (size_t k = r == none ? 0 : 1; k < n; k++) {
+                if (k > (r == none ? 0u : 1u))
+                    pa_buf_append(out, ",", 1);
+                put_u64(out, ids[k]);
+            }
+            pa_buf_puts(out, "]");
+        }
+        pa_buf_puts(out, "],\"weights\":[");
+        first = 1;
+        for (size_t s = s0; s < nstacks; s++) {
+            uint64_t count;
+            if (root[s] != r)
+                continue;
+            pa_profile_stack(p, s, NULL, &count);
+            if (!first)
+                pa_buf_append(out, ",", 1);
+            first = 0;
+            put_u64(out, count);
+        }
+        pa_buf_puts(out, "]}");
+    }
+    pa_buf_puts(out, "]}\n");
+    free(done);
+    free(root);
+    free(is_thread);
+}
+
+/* ---- the reports' prefix tree ---- */
+
+struct trie {
+    uint32_t *parent, *frame;
+    uint64_t *self[2];
+    size_t n, cap;
+    uint32_t *slots; /* node + 1 */
+    size_t slots_cap;
+};
+
+static uint32_t edge_hash(uint32_t parent, uint32_t frame) {
+    uint64_t k = ((uint64_t)parent << 32) | frame;
+    k *= 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(k >> 32);
+}
+
+static void trie_rehash(struct trie *t) {
+    size_t cap = t->slots_cap ? t->slots_cap * 2 : 4096;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        abort();
+    for (size_t i = 0; i < t->n; i++) {
+        size_t h = edge_hash(t->parent[i], t->frame[i]) & (cap - 1);
+        while (slots[h])
+            h = (h + 1) & (cap - 1);
+        slots[h] = (uint32_t)i + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->slots_cap = cap;
+}
+
+static uint32_t trie_child(struct trie *t, uint32_t parent, uint32_t frame) {
+    if ((t->n + 1) * 2 > t->slots_cap)
+        trie_rehash(t);
+    size_t mask = t->slots_cap - 1;
+    size_t h = edge_hash(parent, frame) & mask;
+    while (t->slots[h]) {
+        uint32_t i = t->slots[h] - 1;
+        if (t->parent[i] == parent && t->frame[i] == frame)
+            return i;
+        h = (h + 1) & mask;
+    }
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 4096;
+        t->parent = pa_xrealloc(t->parent, t->cap * sizeof *t->parent);
+        t->frame = pa_xrealloc(t->frame, t->cap * sizeof *t->frame);
+        t->self[0] = pa_xrealloc(t->self[0], t->cap * sizeof *t->self[0]);
+        t->self[1] = pa_xrealloc(t->self[1], t->cap * sizeof *t->self[1]);
+    }
+    uint32_t i = (uint32_t)t->n++;
+    t->parent[i] = parent;
+    t->frame[i] = frame;
+    t->self[0][i] = t->self[1][i] = 0;
+    t->slots[h] = i + 1;
+    return i;
+}
+
+static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, int which) {
+    size_t nstacks = pa_profile_stack_count(p);
+    for (size_t s = 0; s < nstacks; s++) {
+        size_t n;
+        uint64_t count;
+        const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
+        uint32_t node = UINT32_MAX; /* the virtual root */
+        for (size_t k = 0; k < n; k++)
+            node = trie_child(t, node, map ? map[ids[k]] : ids[k]);
+        if (node != UINT32_MAX)
+            t->self[which][node] += count;
+    }
+}
+
+static void put_meta(pa_buf *out, const pa_profile *p) {
+    pa_buf_puts(out, "{");
+    size_t n = pa_profile_meta_count(p);
+    for (size_t i = 0; i < n; i++) {
+        const char *k, *v;
+        pa_profile_meta_at(p, i, &k, &v);
+        if (i)
+            pa_buf_puts(out, ",");
+        put_json_string(out, k, strlen(k));
+        pa_buf_puts(out, ":");
+        put_json_string(out, v, strlen(v));
+    }
+    pa_buf_puts(out, "}");
+}
+
+void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base, const char *title,
+                                   pa_buf *out) {
+    /* Frames of both profiles in one table: cur's ids stay, base's are mapped. */
+    pa_profile *u = pa_profile_new();
+    size_t ncur = pa_profile_frame_count(cur);
+    for (uint32_t id = 0; id < ncur; id++) {
+        size_t len;
+        const char *s = pa_profile_frame(cur, id, &len);
+        pa_profile_intern(u, s, len);
+    }
+    uint32_t *map = NULL;
+    if (base) {
+        size_t nb = pa_profile_frame_count(base);
+        map = pa_xrealloc(NULL, (nb + 1) * sizeof *map);
+        for (uint32_t id = 0; id < nb; id++) {
+            size_t len;
+            const char *s = pa_profile_frame(base, id, &len);
+            map[id] = pa_profile_intern(u, s, len);
+        }
+    }
+    struct trie t = {0};
+    trie_add(&t, cur, NULL, 0);
+    if (base)
+        trie_add(&t, base, map, 1);
+
+    size_t nframes = pa_profile_frame_count(u);
+    pa_frame_info *fi = pa_xrealloc(NULL, (nframes + 1) * sizeof *fi);
+    pa_profile *files = pa_profile_new();
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        const char *s = pa_profile_frame(u, id, &len);
+        pa_frame_parse(s, len, &fi[id]);
+    }
+
+    pa_buf_puts(out, "{\"version\":1,\"title\":");
+    put_json_string(out, title ? title : "", title ? strlen(title) : 0);
+    pa_buf_puts(out, ",\"total\":");
+    put_u64(out, pa_profile_total(cur));
+    if (base) {
+        pa_buf_puts(out, ",\"baseTotal\":");
+        put_u64(out, pa_profile_total(base));
+        pa_buf_puts(out, ",\"baseMeta\":");
+        put_meta(out, base);
+    }
+    pa_buf_puts(out, ",\"meta\":");
+    put_meta(out, cur);
+    pa_buf_puts(out, ",\"frames\":{\"name\":[");
+    for (uint32_t id = 0; id < nframes; id++) {
+        if (id)
+            pa_buf_append(out, ",", 1);
+        put_json_string(out, fi[id].name, fi[id].name_len);
+    }
+    pa_buf_puts(out, "],\"file\":[");
+    for (uint32_t id = 0; id < nframes; id++) {
+        if (id)
+            pa_buf_append(out, ",", 1);
+        if (fi[id].file) {
+            put_u64(out, pa_profile_intern(files, fi[id].file, fi[id].file_len) + 1);
+        } else {
+            pa_buf_append(out, "0", 1);
+        }
+    }
+    pa_buf_puts(out, "],\"line\":[");
+    for (uint32_t id = 0; id < nframes; id++) {
+        if (id)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, fi[id].line);
+    }
+    pa_buf_puts(out, "],\"kind\":[");
+    for (uint32_t id = 0; id < nframes; id++) {
+        if (id)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, (uint64_t)fi[id].kind);
+    }
+    /* files[0] is "no file", so file indexes above are 1-based */
+    pa_buf_puts(out, "]},\"files\":[\"\"");
+    size_t nfiles = pa_profile_frame_count(files);
+    for (uint32_t i = 0; i < nfiles; i++) {
+        size_t len;
+        const char *s = pa_profile_frame(files, i, &len);
+        pa_buf_append(out, ",", 1);
+        put_json_string(out, s, len);
+    }
+    /* parent is written as the distance back to it (the virtual root is at -1) */
+    pa_buf_puts(out, "],\"nodes\":{\"up\":[");
+    for (size_t i = 0; i < t.n; i++) {
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, t.parent[i] == UINT32_MAX ? i + 1 : i - t.parent[i]);
+    }
+    pa_buf_puts(out, "],\"frame\":[");
+    for (size_t i = 0; i < t.n; i++) {
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, t.frame[i]);
+    }
+    pa_buf_puts(out, "],\"self\":[");
+    for (size_t i = 0; i < t.n; i++) {
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, t.self[0][i]);
+    }
+    if (base) {
+        pa_buf_puts(out, "],\"base\":[");
+        for (size_t i = 0; i < t.n; i++) {
+            if (i)
+                pa_buf_append(out, ",", 1);
+            put_u64(out, t.self[1][i]);
+        }
+    }
+    pa_buf_puts(out, "]}}");
+
+    free(t.parent);
+    free(t.frame);
+    free(t.self[0]);
+    free(t.self[1]);
+    free(t.slots);
+    free(fi);
+    free(map);
+    pa_profile_free(files);
+    pa_profile_free(u);
+}

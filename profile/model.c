@@ -1,0 +1,423 @@
+/* model.c - the profile: interned frame strings and aggregated stacks.
+ *
+ * Two open-addressing hash tables do all the work: one maps frame strings to ids, one maps
+ * stacks (arrays of ids) to their index. Strings live in one arena and stacks in one pool of
+ * ids, so a profile is a handful of allocations however many samples it holds, and adding a
+ * stack seen before costs a hash and a compare. */
+#include "profile_int.h"
+
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct meta {
+    char *key;
+    char *value;
+};
+
+struct stack {
+    size_t off;     /* into pool */
+    uint32_t depth; /* number of frames */
+    uint32_t hash;
+    uint64_t count;
+};
+
+struct pa_profile {
+    pa_buf arena;        /* frame strings, each NUL-terminated */
+    size_t *frame_off;   /* id -> offset in arena */
+    uint32_t *frame_len; /* id -> length */
+    uint32_t *frame_hash;
+    size_t nframes, frames_cap;
+    uint32_t *fslots; /* id + 1, 0 = empty */
+    size_t fslots_cap;
+
+    uint32_t *pool;
+    size_t pool_len, pool_cap;
+    struct stack *stacks;
+    size_t nstacks, stacks_cap;
+    uint32_t *sslots; /* stack index + 1, 0 = empty */
+    size_t sslots_cap;
+    uint64_t total;
+
+    struct meta *meta;
+    size_t nmeta;
+};
+
+void *pa_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fputs("pyagent: out of memory\n", stderr);
+        abort();
+    }
+    return q;
+}
+
+char *pa_xstrndup(const char *s, size_t n) {
+    char *d = pa_xrealloc(NULL, n + 1);
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+uint64_t pa_hash_bytes(const void *data, size_t n) {
+    const unsigned char *s = data;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    return h;
+}
+
+pa_profile *pa_profile_new(void) {
+    pa_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        abort();
+    return p;
+}
+
+void pa_profile_free(pa_profile *p) {
+    if (!p)
+        return;
+    pa_buf_free(&p->arena);
+    free(p->frame_off);
+    free(p->frame_len);
+    free(p->frame_hash);
+    free(p->fslots);
+    free(p->pool);
+    free(p->stacks);
+    free(p->sslots);
+    for (size_t i = 0; i < p->nmeta; i++) {
+        free(p->meta[i].key);
+        free(p->meta[i].value);
+    }
+    free(p->meta);
+    free(p);
+}
+
+static void frames_rehash(pa_profile *p) {
+    size_t cap = p->fslots_cap ? p->fslots_cap * 2 : 1024;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        abort();
+    for (size_t id = 0; id < p->nframes; id++) {
+        size_t i = p->frame_hash[id] & (cap - 1);
+        while (slots[i])
+            i = (i + 1) & (cap - 1);
+        slots[i] = (uint32_t)id + 1;
+    }
+    free(p->fslots);
+    p->fslots = slots;
+    p->fslots_cap = cap;
+}
+
+uint32_t pa_profile_intern(pa_profile *p, const char *s, size_t len) {
+    if (len > UINT32_MAX)
+        len = UINT32_MAX;
+    if ((p->nframes + 1) * 2 > p->fslots_cap)
+        frames_rehash(p);
+    uint32_t h = (uint32_t)pa_hash_bytes(s, len);
+    size_t mask = p->fslots_cap - 1;
+    size_t i = h & mask;
+    while (p->fslots[i]) {
+        uint32_t id = p->fslots[i] - 1;
+        if (p->frame_hash[id] == h && p->frame_len[id] == len &&
+            memcmp(p->arena.data + p->frame_off[id], s, len) == 0)
+            return id;
+        i = (i + 1) & mask;
+    }
+    if (p->nframes == p->frames_cap) {
+        p->frames_cap = p->frames_cap ? p->frames_cap * 2 : 256;
+        p->frame_off = pa_xrealloc(p->frame_off, p->frames_cap * sizeof *p->frame_off);
+        p->frame_len = pa_xrealloc(p->frame_len, p->frames_cap * sizeof *p->frame_len);
+        p->frame_hash = pa_xrealloc(p->frame_hash, p->frames_cap * sizeof *p->frame_hash);
+    }
+    uint32_t id = (uint32_t)p->nframes++;
+    p->frame_off[id] = p->arena.len;
+    p->frame_len[id] = (uint32_t)len;
+    p->frame_hash[id] = h;
+    pa_buf_append(&p->arena, s, len);
+    pa_buf_append(&p->arena, "", 1); /* keeps every frame NUL-terminated */
+    p->fslots[i] = id + 1;
+    return id;
+}
+
+size_t pa_profile_frame_count(const pa_profile *p) {
+    return p->nframes;
+}
+
+const char *pa_profile_frame(const pa_profile *p, uint32_t id, size_t *len) {
+    assert(id < p->nframes);
+    if (len)
+        *len = p->frame_len[id];
+    return p->arena.data + p->frame_off[id];
+}
+
+static void stacks_rehash(pa_profile *p) {
+    size_t cap = p->sslots_cap ? p->sslots_cap * 2 : 1024;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        abort();
+    for (size_t s = 0; s < p->nstacks; s++) {
+        size_t i = p->stacks[s].hash & (cap - 1);
+        while (slots[i])
+            i = (i + 1) & (cap - 1);
+        slots[i] = (uint32_t)s + 1;
+    }
+    free(p->sslots);
+    p->sslots = slots;
+    p->sslots_cap = cap;
+}
+
+void pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t n, uint64_t count) {
+    if (count == 0 || n == 0) /* nothing to draw: empty stacks are not kept */
+        return;
+    if (n > UINT32_MAX)
+        n = UINT32_MAX;
+    if ((p->nstacks + 1) * 2 > p->sslots_cap)
+        stacks_rehash(p);
+    uint32_t h = (uint32_t)pa_hash_bytes(ids, n * sizeof *ids);
+    size_t mask = p->sslots_cap - 1;
+    size_t i = h & mask;
+    while (p->sslots[i]) {
+        struct stack *st = &p->stacks[p->sslots[i] - 1];
+        if (st->hash == h && st->depth == n &&
+            memcmp(p->pool + st->off, ids, n * sizeof *ids) == 0) {
+            st->count += count;
+            p->total += count;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    if (p->pool_cap - p->pool_len < n) {
+        while (p->pool_cap - p->pool_len < n)
+            p->pool_cap = p->pool_cap ? p->pool_cap * 2 : 4096;
+        p->pool = pa_xrealloc(p->pool, p->pool_cap * sizeof *p->pool);
+    }
+    if (p->nstacks == p->stacks_cap) {
+        p->stacks_cap = p->stacks_cap ? p->stacks_cap * 2 : 256;
+        p->stacks = pa_xrealloc(p->stacks, p->stacks_cap * sizeof *p->stacks);
+    }
+    if (n)
+        memcpy(p->pool + p->pool_len, ids, n * sizeof *ids);
+    struct stack *st = &p->stacks[p->nstacks];
+    st->off = p->pool_len;
+    st->depth = (uint32_t)n;
+    st->hash = h;
+    st->count = count;
+    p->pool_len += n;
+    p->sslots[i] = (uint32_t)++p->nstacks;
+    p->total += count;
+}
+
+void pa_profile_add_stack(pa_profile *p, const char *const *frames, size_t n, uint64_t count) {
+    if (n == 0)
+        return;
+    uint32_t small[128];
+    uint32_t *ids = n <= 128 ? small : pa_xrealloc(NULL, n * sizeof *ids);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = pa_profile_intern(p, frames[i], strlen(frames[i]));
+    pa_profile_add_stack_ids(p, ids, n, count);
+    if (ids != small)
+        free(ids);
+}
+
+size_t pa_profile_stack_count(const pa_profile *p) {
+    return p->nstacks;
+}
+
+uint64_t pa_profile_total(const pa_profile *p) {
+    return p->total;
+}
+
+const uint32_t *pa_profile_stack(const pa_profile *p, size_t i, size_t *n, uint64_t *count) {
+    assert(i < p->nstacks);
+    const struct stack *st = &p->stacks[i];
+    if (n)
+        *n = st->depth;
+    if (count)
+        *count = st->count;
+    return p->pool + st->off;
+}
+
+void pa_profile_set_meta(pa_profile *p, const char *key, const char *value) {
+    for (size_t i = 0; i < p->nmeta; i++) {
+        if (strcmp(p->meta[i].key, key) == 0) {
+            free(p->meta[i].value);
+            p->meta[i].value = pa_xstrndup(value, strlen(value));
+            return;
+        }
+    }
+    p->meta = pa_xrealloc(p->meta, (p->nmeta + 1) * sizeof *p->meta);
+    p->meta[p->nmeta].key = pa_xstrndup(key, strlen(key));
+    p->meta[p->nmeta].value = pa_xstrndup(value, strlen(value));
+    p->nmeta++;
+}
+
+const char *pa_profile_meta(const pa_profile *p, const char *key) {
+    for (size_t i = 0; i < p->nmeta; i++)
+        if (strcmp(p->meta[i].key, key) == 0)
+            return p->meta[i].value;
+    return NULL;
+}
+
+size_t pa_profile_meta_count(const pa_profile *p) {
+    return p->nmeta;
+}
+
+void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const char **value) {
+    assert(i < p->nmeta);
+    *key = p->meta[i].key;
+    *value = p->meta[i].value;
+}
+
+/* Adds src's stacks through a map from src frame ids to dst frame ids. */
+void pa_profile_merge(pa_profile *dst, const pa_profile *src) {
+    uint32_t *map = pa_xrealloc(NULL, (src->nframes + 1) * sizeof *map);
+    for (size_t id = 0; id < src->nframes; id++)
+        map[id] = pa_profile_intern(dst, src->arena.data + src->frame_off[id], src->frame_len[id]);
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    for (size_t s = 0; s < src->nstacks; s++) {
+        const struct stack *st = &src->stacks[s];
+        if (st->depth > cap) {
+            cap = st->depth * 2;
+            ids = pa_xrealloc(ids, cap * sizeof *ids);
+        }
+        for (uint32_t k = 0; k < st->depth; k++)
+            ids[k] = map[src->pool[st->off + k]];
+        pa_profile_add_stack_ids(dst, ids, st->depth, st->count);
+    }
+    for (size_t i = 0; i < src->nmeta; i++)
+        if (!pa_profile_meta(dst, src->meta[i].key))
+            pa_profile_set_meta(dst, src->meta[i].key, src->meta[i].value);
+    free(ids);
+    free(map);
+}
+
+static int compile(regex_t *re, const char *pattern, pa_error *err) {
+    int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char msg[256];
+        regerror(rc, re, msg, sizeof msg);
+        pa_set_error(err, "bad regular expression '%s': %s", pattern, msg);
+        return -1;
+    }
+    return 0;
+}
+
+pa_profile *pa_profile_filter(const pa_profile *p, const char *include, const char *exclude,
+                              pa_error *err) {
+    regex_t inc, exc;
+    if (include && compile(&inc, include, err) != 0)
+        return NULL;
+    if (exclude && compile(&exc, exclude, err) != 0) {
+        if (include)
+            regfree(&inc);
+        return NULL;
+    }
+    /* Match each frame once, not once per stack it appears in. */
+    unsigned char *hit = calloc(p->nframes + 1, 1);
+    if (!hit)
+        abort();
+    for (size_t id = 0; id < p->nframes; id++) {
+        const char *s = p->arena.data + p->frame_off[id];
+        if (include && regexec(&inc, s, 0, NULL, 0) == 0)
+            hit[id] |= 1;
+        if (exclude && regexec(&exc, s, 0, NULL, 0) == 0)
+            hit[id] |= 2;
+    }
+    pa_profile *out = pa_profile_new();
+    for (size_t s = 0; s < p->nstacks; s++) {
+        const struct stack *st = &p->stacks[s];
+        int in = !include, out_ = 0;
+        for (uint32_t k = 0; k < st->depth; k++) {
+            unsigned char h = hit[p->pool[st->off + k]];
+            in |= h & 1;
+            out_ |= h & 2;
+        }
+        if (!in || out_)
+            continue;
+        uint32_t *ids = pa_xrealloc(NULL, (st->depth + 1) * sizeof *ids);
+        for (uint32_t k = 0; k < st->depth; k++) {
+            uint32_t id = p->pool[st->off + k];
+            ids[k] = pa_profile_intern(out, p->arena.data + p->frame_off[id], p->frame_len[id]);
+        }
+        pa_profile_add_stack_ids(out, ids, st->depth, st->count);
+        free(ids);
+    }
+    for (size_t i = 0; i < p->nmeta; i++)
+        pa_profile_set_meta(out, p->meta[i].key, p->meta[i].value);
+    free(hit);
+    if (include)
+        regfree(&inc);
+    if (exclude)
+        regfree(&exc);
+    return out;
+}
+
+pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
+    pa_profile *out = pa_profile_new();
+    uint32_t *map = pa_xrealloc(NULL, (p->nframes + 1) * sizeof *map);
+    unsigned char *is_thread = calloc(p->nframes + 1, 1);
+    if (!is_thread)
+        abort();
+    for (size_t id = 0; id < p->nframes; id++) {
+        const char *s = p->arena.data + p->frame_off[id];
+        size_t len = p->frame_len[id];
+        pa_frame_info fi;
+        pa_frame_parse(s, len, &fi);
+        is_thread[id] = fi.kind == PA_FRAME_THREAD;
+        if (t->strip_lines && fi.line && fi.file) {
+            /* "name (file:line)" -> "name (file)" */
+            pa_buf b = {0};
+            pa_buf_append(&b, s, (size_t)(fi.file - s) + fi.file_len);
+            pa_buf_puts(&b, ")");
+            map[id] = pa_profile_intern(out, b.data, b.len);
+            pa_buf_free(&b);
+        } else {
+            map[id] = pa_profile_intern(out, s, len);
+        }
+    }
+    double scale = 1.0;
+    if (t->scale_total && p->total)
+        scale = (double)t->scale_total / (double)p->total;
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    for (size_t s = 0; s < p->nstacks; s++) {
+        const struct stack *st = &p->stacks[s];
+        if (st->depth + 1 > cap) {
+            cap = (st->depth + 1) * 2;
+            ids = pa_xrealloc(ids, cap * sizeof *ids);
+        }
+        size_t n = 0;
+        for (uint32_t k = 0; k < st->depth; k++) {
+            uint32_t id = p->pool[st->off + k];
+            if (t->drop_threads && is_thread[id])
+                continue;
+            ids[n++] = map[id];
+        }
+        uint64_t count = st->count;
+        if (scale != 1.0) {
+            double c = (double)count * scale + 0.5;
+            count = c < 1.0 ? 1 : (uint64_t)c;
+        }
+        pa_profile_add_stack_ids(out, ids, n, count);
+    }
+    for (size_t i = 0; i < p->nmeta; i++)
+        pa_profile_set_meta(out, p->meta[i].key, p->meta[i].value);
+    free(ids);
+    free(map);
+    free(is_thread);
+    return out;
+}

@@ -1,0 +1,487 @@
+/* pprof.c - profile.proto written and read by hand (field numbers in ANCHORS.md).
+ *
+ * Only the parts of the protobuf wire format pprof uses are needed: varints, length-delimited
+ * fields and packed repeated varints. Writing nests by encoding each sub-message into a
+ * scratch buffer and then appending it with its length; reading walks the bytes with bounds
+ * checked at every step, because uploads are untrusted. Each frame string becomes one
+ * Location with one Line; Functions are shared by frames that differ only in line. */
+#include "profile_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* ---- writing ---- */
+
+static void put_varint(pa_buf *b, uint64_t v) {
+    unsigned char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (unsigned char)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    pa_buf_append(b, tmp, n);
+}
+
+static void put_uint(pa_buf *b, unsigned field, uint64_t v) {
+    put_varint(b, (uint64_t)field << 3);
+    put_varint(b, v);
+}
+
+static void put_bytes(pa_buf *b, unsigned field, const void *data, size_t len) {
+    put_varint(b, ((uint64_t)field << 3) | 2);
+    put_varint(b, len);
+    pa_buf_append(b, data, len);
+}
+
+static void put_msg(pa_buf *b, unsigned field, pa_buf *msg) {
+    put_bytes(b, field, msg->data ? msg->data : "", msg->len);
+    msg->len = 0;
+}
+
+/* The string table reuses a profile as an interner: id + 1 is the string's index, since
+ * index 0 must be "". */
+static uint64_t str_index(pa_profile *strs, const char *s, size_t len) {
+    return (uint64_t)pa_profile_intern(strs, s, len) + 1;
+}
+
+static void put_value_type(pa_buf *b, unsigned field, pa_profile *strs, const char *type,
+                           const char *unit) {
+    pa_buf vt = {0};
+    put_uint(&vt, 1, str_index(strs, type, strlen(type)));
+    put_uint(&vt, 2, str_index(strs, unit, strlen(unit)));
+    put_msg(b, field, &vt);
+    pa_buf_free(&vt);
+}
+
+int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
+    pa_buf msg = {0}, sub = {0}, line = {0};
+    pa_profile *strs = pa_profile_new();  /* string table */
+    pa_profile *funcs = pa_profile_new(); /* "name\0file" -> function id - 1 */
+    double rate = 0;
+    const char *r = pa_profile_meta(p, "rate");
+    if (r)
+        rate = atof(r);
+    int with_cpu = rate > 0;
+
+    put_value_type(&msg, 1, strs, "samples", "count");
+    if (with_cpu)
+        put_value_type(&msg, 1, strs, "cpu", "nanoseconds");
+
+    /* Samples: location ids are frame id + 1, leaf first. */
+    size_t nstacks = pa_profile_stack_count(p);
+    uint64_t period = with_cpu ? (uint64_t)(1e9 / rate) : 0;
+    for (size_t s = 0; s < nstacks; s++) {
+        size_t n;
+        uint64_t count;
+        const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
+        pa_buf packed = {0};
+        for (size_t k = n; k-- > 0;)
+            put_varint(&packed, (uint64_t)ids[k] + 1);
+        put_msg(&sub, 1, &packed);
+        put_varint(&packed, count);
+        if (with_cpu)
+            put_varint(&packed, count * period);
+        put_msg(&sub, 2, &packed);
+        pa_buf_free(&packed);
+        put_msg(&msg, 2, &sub);
+    }
+
+    /* Locations, one per frame string, and the functions they point at. */
+    size_t nframes = pa_profile_frame_count(p);
+    pa_buf fkey = {0}, fmsgs = {0};
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        const char *s = pa_profile_frame(p, id, &len);
+        pa_frame_info fi;
+        pa_frame_parse(s, len, &fi);
+        const char *name = s, *file = "";
+        size_t nlen = len, flen = 0;
+        /* Python frames split into function and file; a native frame keeps its library in
+         * its name, where pprof tools show it and from where it reads back unchanged. */
+        if (fi.kind != PA_FRAME_THREAD && fi.kind != PA_FRAME_SYNTHETIC &&
+            fi.kind != PA_FRAME_NATIVE && fi.file) {
+            name = fi.name;
+            nlen = fi.name_len;
+            file = fi.file;
+            flen = fi.file_len;
+        }
+        fkey.len = 0;
+        pa_buf_append(&fkey, name, nlen);
+        pa_buf_append(&fkey, "", 1);
+        pa_buf_append(&fkey, file, flen);
+        size_t before = pa_profile_frame_count(funcs);
+        uint64_t fid = (uint64_t)pa_profile_intern(funcs, fkey.data, fkey.len) + 1;
+        if (pa_profile_frame_count(funcs) > before) {
+            put_uint(&sub, 1, fid);
+            uint64_t ni = str_index(strs, name, nlen);
+            put_uint(&sub, 2, ni);
+            put_uint(&sub, 3, ni);
+            put_uint(&sub, 4, str_index(strs, file, flen));
+            put_msg(&fmsgs, 5, &sub);
+        }
+        put_uint(&line, 1, fid);
+        if (fi.line)
+            put_uint(&line, 2, fi.line);
+        put_uint(&sub, 1, (uint64_t)id + 1);
+        put_msg(&sub, 4, &line);
+        put_msg(&msg, 4, &sub);
+    }
+    pa_buf_append(&msg, fmsgs.data ? fmsgs.data : "", fmsgs.len);
+    pa_buf_free(&fmsgs);
+    pa_buf_free(&fkey);
+
+    /* Fields after the string table need their strings interned first. */
+    pa_buf tail = {0};
+    const char *start = pa_profile_meta(p, "start");
+    if (start)
+        put_uint(&tail, 9, (uint64_t)strtoull(start, NULL, 10) * 1000000000ull);
+    if (with_cpu) {
+        put_value_type(&tail, 11, strs, "cpu", "nanoseconds");
+        put_uint(&tail, 12, period);
+    }
+    put_bytes(&msg, 6, "", 0);
+    size_t nstr = pa_profile_frame_count(strs);
+    for (uint32_t i = 0; i < nstr; i++) {
+        size_t len;
+        const char *s = pa_profile_frame(strs, i, &len);
+        put_bytes(&msg, 6, s, len);
+    }
+    pa_buf_append(&msg, tail.data ? tail.data : "", tail.len);
+    pa_buf_free(&tail);
+    pa_buf_free(&sub);
+    pa_buf_free(&line);
+    pa_profile_free(strs);
+    pa_profile_free(funcs);
+
+    int rc = 0;
+    if (!gzip) {
+        pa_buf_append(out, msg.data ? msg.data : "", msg.len);
+    } else {
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            pa_set_error(err, "cannot initialise zlib");
+            pa_buf_free(&msg);
+            return -1;
+        }
+        size_t bound = deflateBound(&zs, msg.len);
+        pa_buf_reserve(out, bound + 1);
+        zs.next_in = (unsigned char *)msg.data;
+        zs.avail_in = (uInt)msg.len;
+        zs.next_out = (unsigned char *)out->data + out->len;
+        zs.avail_out = (uInt)bound;
+        if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
+            pa_set_error(err, "gzip compression failed");
+            rc = -1;
+        } else {
+            out->len += bound - zs.avail_out;
+            out->data[out->len] = '\0';
+        }
+        deflateEnd(&zs);
+    }
+    pa_buf_free(&msg);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+struct reader {
+    const unsigned char *p, *end;
+    int bad;
+};
+
+static uint64_t get_varint(struct reader *r) {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end) {
+            r->bad = 1;
+            return 0;
+        }
+        unsigned char c = *r->p++;
+        v |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80))
+            return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+/* Reads a field header; for wire type 2 also its payload into *sub. Returns 0 at the end. */
+static int next_field(struct reader *r, unsigned *field, unsigned *wire, uint64_t *value,
+                      struct reader *sub) {
+    if (r->bad || r->p >= r->end)
+        return 0;
+    uint64_t tag = get_varint(r);
+    *field = (unsigned)(tag >> 3);
+    *wire = (unsigned)(tag & 7);
+    switch (*wire) {
+    case 0:
+        *value = get_varint(r);
+        break;
+    case 1:
+    case 5: {
+        size_t n = *wire == 1 ? 8 : 4;
+        if ((size_t)(r->end - r->p) < n)
+            r->bad = 1;
+        else
+            r->p += n;
+        *value = 0;
+        break;
+    }
+    case 2: {
+        uint64_t len = get_varint(r);
+        if (r->bad || len > (uint64_t)(r->end - r->p)) {
+            r->bad = 1;
+            return 0;
+        }
+        sub->p = r->p;
+        sub->end = r->p + len;
+        sub->bad = 0;
+        r->p += len;
+        break;
+    }
+    default:
+        r->bad = 1;
+        return 0;
+    }
+    return !r->bad;
+}
+
+struct pfunc {
+    uint64_t id, name, file;
+};
+struct pline {
+    uint64_t func, line;
+};
+struct ploc {
+    uint64_t id;
+    size_t first_line, nlines;
+    uint32_t frame_first; /* frames built for this location, leaf first */
+    uint32_t nframes;
+    int built;
+};
+struct strref {
+    const char *s;
+    size_t len;
+};
+
+static int cmp_func(const void *a, const void *b) {
+    uint64_t x = ((const struct pfunc *)a)->id, y = ((const struct pfunc *)b)->id;
+    return x < y ? -1 : x > y;
+}
+static int cmp_loc(const void *a, const void *b) {
+    uint64_t x = ((const struct ploc *)a)->id, y = ((const struct ploc *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+#define GROW(arr, n, cap)                                                                          \
+    do {                                                                                           \
+        if ((n) == (cap)) {                                                                        \
+            (cap) = (cap) ? (cap)*2 : 64;                                                          \
+            (arr) = pa_xrealloc((arr), (cap) * sizeof *(arr));                                     \
+        }                                                                                          \
+    } while (0)
+
+int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
+                    pa_error *err) {
+    struct reader r = {data, (const unsigned char *)data + len, 0}, sub, sub2, sub3;
+    struct strref *strs = NULL;
+    size_t nstr = 0, capstr = 0;
+    struct pfunc *funcs = NULL;
+    size_t nfunc = 0, capfunc = 0;
+    struct ploc *locs = NULL;
+    size_t nloc = 0, caploc = 0;
+    struct pline *lines = NULL;
+    size_t nline = 0, capline = 0;
+    struct strref *samples = NULL; /* raw Sample messages, decoded once locations are known */
+    size_t nsamp = 0, capsamp = 0;
+    uint64_t period = 0, time_nanos = 0;
+    unsigned field, wire;
+    uint64_t v;
+    int rc = -1;
+
+    while (next_field(&r, &field, &wire, &v, &sub)) {
+        if (wire == 2 && field == 2) {
+            GROW(samples, nsamp, capsamp);
+            samples[nsamp++] = (struct strref){(const char *)sub.p, (size_t)(sub.end - sub.p)};
+        } else if (wire == 2 && field == 4) {
+            GROW(locs, nloc, caploc);
+            struct ploc *l = &locs[nloc++];
+            memset(l, 0, sizeof *l);
+            l->first_line = nline;
+            while (next_field(&sub, &field, &wire, &v, &sub2)) {
+                if (field == 1 && wire == 0)
+                    l->id = v;
+                else if (field == 4 && wire == 2) {
+                    GROW(lines, nline, capline);
+                    struct pline *ln = &lines[nline++];
+                    ln->func = ln->line = 0;
+                    while (next_field(&sub2, &field, &wire, &v, &sub3)) {
+                        if (field == 1 && wire == 0)
+                            ln->func = v;
+                        else if (field == 2 && wire == 0)
+                            ln->line = v;
+                    }
+                    if (sub2.bad)
+                        sub.bad = 1;
+                }
+            }
+            l->nlines = nline - l->first_line;
+            if (sub.bad)
+                goto malformed;
+        } else if (wire == 2 && field == 5) {
+            GROW(funcs, nfunc, capfunc);
+            struct pfunc *f = &funcs[nfunc++];
+            f->id = f->name = f->file = 0;
+            while (next_field(&sub, &field, &wire, &v, &sub2)) {
+                if (field == 1 && wire == 0)
+                    f->id = v;
+                else if (field == 2 && wire == 0)
+                    f->name = v;
+                else if (field == 4 && wire == 0)
+                    f->file = v;
+            }
+            if (sub.bad)
+                goto malformed;
+        } else if (wire == 2 && field == 6) {
+            GROW(strs, nstr, capstr);
+            strs[nstr++] = (struct strref){(const char *)sub.p, (size_t)(sub.end - sub.p)};
+        } else if (wire == 0 && field == 9) {
+            time_nanos = v;
+        } else if (wire == 0 && field == 12) {
+            period = v;
+        }
+    }
+    if (r.bad)
+        goto malformed;
+    if (nstr == 0 || strs[0].len != 0) {
+        pa_set_error(err, "malformed pprof: the string table must start with \"\"");
+        goto out;
+    }
+    qsort(funcs, nfunc, sizeof *funcs, cmp_func);
+    qsort(locs, nloc, sizeof *locs, cmp_loc);
+
+    pa_buf name = {0};
+    uint32_t *frames = NULL; /* per location, its frame ids leaf first */
+    size_t nframes = 0, capframes = 0;
+    for (size_t i = 0; i < nloc; i++) {
+        struct ploc *l = &locs[i];
+        l->frame_first = (uint32_t)nframes;
+        for (size_t k = 0; k < l->nlines; k++) {
+            struct pline *ln = &lines[l->first_line + k];
+            struct pfunc key = {ln->func, 0, 0};
+            struct pfunc *f = bsearch(&key, funcs, nfunc, sizeof *funcs, cmp_func);
+            name.len = 0;
+            if (f && f->name < nstr && strs[f->name].len) {
+                pa_buf_append(&name, strs[f->name].s, strs[f->name].len);
+                if (f->file < nstr && strs[f->file].len) {
+                    pa_buf_puts(&name, " (");
+                    pa_buf_append(&name, strs[f->file].s, strs[f->file].len);
+                    if (ln->line)
+                        pa_buf_printf(&name, ":%llu", (unsigned long long)ln->line);
+                    pa_buf_puts(&name, ")");
+                }
+            } else {
+                pa_buf_puts(&name, "<unknown>");
+            }
+            GROW(frames, nframes, capframes);
+            frames[nframes++] = pa_profile_intern(p, name.data, name.len);
+        }
+        if (l->nlines == 0) {
+            GROW(frames, nframes, capframes);
+            frames[nframes++] = pa_profile_intern(p, "<unknown>", 9);
+        }
+        l->nframes = (uint32_t)(nframes - l->frame_first);
+    }
+    pa_buf_free(&name);
+
+    uint32_t *stack = NULL;
+    size_t nstack = 0, capstack = 0;
+    uint64_t *locids = NULL;
+    size_t nlocids = 0, caplocids = 0;
+    for (size_t s = 0; s < nsamp; s++) {
+        struct reader sr = {(const unsigned char *)samples[s].s,
+                            (const unsigned char *)samples[s].s + samples[s].len, 0};
+        uint64_t value = 0;
+        int have_value = 0;
+        nlocids = 0;
+        while (next_field(&sr, &field, &wire, &v, &sub)) {
+            if (field == 1 && wire == 0) {
+                GROW(locids, nlocids, caplocids);
+                locids[nlocids++] = v;
+            } else if (field == 1 && wire == 2) {
+                while (sub.p < sub.end && !sub.bad) {
+                    uint64_t id = get_varint(&sub);
+                    GROW(locids, nlocids, caplocids);
+                    locids[nlocids++] = id;
+                }
+            } else if (field == 2 && wire == 0 && !have_value) {
+                value = v;
+                have_value = 1;
+            } else if (field == 2 && wire == 2 && !have_value) {
+                value = get_varint(&sub);
+                have_value = 1;
+            }
+            if (sub.bad)
+                sr.bad = 1;
+        }
+        if (sr.bad) {
+            free(stack);
+            free(locids);
+            free(frames);
+            goto malformed;
+        }
+        if ((int64_t)value <= 0)
+            continue;
+        /* location_id is leaf first, and a location's lines are leaf first too. */
+        nstack = 0;
+        for (size_t k = nlocids; k-- > 0;) {
+            struct ploc key = {.id = locids[k]};
+            struct ploc *l = bsearch(&key, locs, nloc, sizeof *locs, cmp_loc);
+            if (!l) {
+                GROW(stack, nstack, capstack);
+                stack[nstack++] = pa_profile_intern(p, "<unknown>", 9);
+                continue;
+            }
+            for (uint32_t j = l->nframes; j-- > 0;) {
+                GROW(stack, nstack, capstack);
+                stack[nstack++] = frames[l->frame_first + j];
+            }
+        }
+        if (nstack == 0)
+            continue;
+        pa_profile_add_stack_ids(p, stack, nstack, value);
+        stats->stacks++;
+        stats->samples += value;
+    }
+    free(stack);
+    free(locids);
+    free(frames);
+    if (period > 0) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)(1000000000ull / period));
+        if (!pa_profile_meta(p, "rate") && 1000000000ull / period > 0)
+            pa_profile_set_meta(p, "rate", buf);
+    }
+    if (time_nanos && !pa_profile_meta(p, "start")) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)(time_nanos / 1000000000ull));
+        pa_profile_set_meta(p, "start", buf);
+    }
+    if (stats->stacks == 0) {
+        pa_set_error(err, "pprof profile has no samples");
+        goto out;
+    }
+    rc = 0;
+    goto out;
+malformed:
+    pa_set_error(err, "malformed pprof data (truncated or not a profile.proto message)");
+out:
+    free(strs);
+    free(funcs);
+    free(locs);
+    free(lines);
+    free(samples);
+    return rc;
+}

@@ -1,0 +1,311 @@
+/* test_profile.c - the profile model: building, parsing every dialect, merging, encoding. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "profile.h"
+
+static pa_profile *parse(const char *text, pa_parse_stats *st) {
+    pa_profile *p = pa_profile_new();
+    pa_error err;
+    int rc = pa_profile_parse_buffer(p, text, strlen(text), "test", st, &err);
+    if (rc != 0)
+        fail_msg("parse failed: %s", err.msg);
+    return p;
+}
+
+/* The folded text of p as a string the test owns. */
+static char *folded(const pa_profile *p) {
+    pa_buf b = {0};
+    pa_profile_encode_folded(p, &b);
+    return b.data;
+}
+
+static void identical_stacks_are_aggregated(void **state) {
+    (void)state;
+    pa_profile *p = pa_profile_new();
+    const char *a[] = {"thread:MainThread", "main (app.py:3)", "work (app.py:9)"};
+    pa_profile_add_stack(p, a, 3, 5);
+    pa_profile_add_stack(p, a, 3, 7);
+    pa_profile_add_stack(p, a, 2, 1);
+    assert_int_equal(pa_profile_stack_count(p), 2);
+    assert_int_equal(pa_profile_total(p), 13);
+    assert_int_equal(pa_profile_frame_count(p), 3);
+    size_t n;
+    uint64_t c;
+    const uint32_t *ids = pa_profile_stack(p, 0, &n, &c);
+    assert_int_equal(n, 3);
+    assert_int_equal(c, 12);
+    assert_string_equal(pa_profile_frame(p, ids[2], NULL), "work (app.py:9)");
+    pa_profile_free(p);
+}
+
+static void pyagent_dialect_keeps_metadata_and_counts(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("# pyagent 1 rate=250 mode=cpu pid=4242\n"
+                          "thread:MainThread;<module> (app.py:40);main (app.py:31) 1830\n"
+                          "thread:MainThread;<module> (app.py:40) 20\n",
+                          &st);
+    assert_int_equal(st.format, PA_FORMAT_PYAGENT);
+    assert_int_equal(st.stacks, 2);
+    assert_int_equal(st.samples, 1850);
+    assert_string_equal(pa_profile_meta(p, "rate"), "250");
+    assert_string_equal(pa_profile_meta(p, "mode"), "cpu");
+    pa_profile_free(p);
+}
+
+static void malformed_lines_are_counted_with_the_first_line_number(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("a;b 1\n\na;b;c nope\nno-count-here\na;c 2\r\n", &st);
+    assert_int_equal(st.lines, 5);
+    assert_int_equal(st.bad_lines, 2);
+    assert_int_equal(st.first_bad_line, 3);
+    assert_int_equal(pa_profile_total(p), 3);
+    pa_profile_free(p);
+}
+
+static void empty_input_is_an_error(void **state) {
+    (void)state;
+    pa_profile *p = pa_profile_new();
+    pa_error err;
+    assert_int_equal(pa_profile_parse_buffer(p, "", 0, "x.folded", NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "empty"));
+    assert_int_equal(pa_profile_parse_buffer(p, "garbage\n", 8, "x.folded", NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "line 1"));
+    pa_profile_free(p);
+}
+
+static void austin_cpython_and_pyspy_frames_are_rewritten(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("P42;T0:4243;/srv/app.py:<module>:40;/srv/app.py:main:31 100\n", &st);
+    assert_int_equal(st.format, PA_FORMAT_AUSTIN);
+    char *s = folded(p);
+    assert_string_equal(s, "thread:4243;<module> (/srv/app.py:40);main (/srv/app.py:31) 100\n");
+    free(s);
+    pa_profile_free(p);
+
+    p = parse("tid:77;app.py:<module>:3;app.py:f:9 4\n", &st);
+    assert_int_equal(st.format, PA_FORMAT_CPYTHON);
+    s = folded(p);
+    assert_string_equal(s, "thread:77;<module> (app.py:3);f (app.py:9) 4\n");
+    free(s);
+    pa_profile_free(p);
+
+    p = parse("process 12:\"python app.py\";thread (0x7F00);<module> (app.py:3) 2\n", &st);
+    assert_int_equal(st.format, PA_FORMAT_PYSPY);
+    s = folded(p);
+    assert_string_equal(s, "thread:0x7F00;<module> (app.py:3) 2\n");
+    free(s);
+    pa_profile_free(p);
+}
+
+static void gzip_input_is_detected_in_any_chunking(void **state) {
+    (void)state;
+    const char *text = "a;b 3\na;c 4\n";
+    unsigned char gz[256];
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    zs.next_in = (unsigned char *)text;
+    zs.avail_in = (uInt)strlen(text);
+    zs.next_out = gz;
+    zs.avail_out = sizeof gz;
+    assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    size_t len = sizeof gz - zs.avail_out;
+    deflateEnd(&zs);
+    pa_profile *p = pa_profile_new();
+    pa_parser *ps = pa_parser_new(p, "gz");
+    pa_error err;
+    for (size_t i = 0; i < len; i++) /* one byte at a time */
+        assert_int_equal(pa_parser_feed(ps, gz + i, 1, &err), 0);
+    pa_parse_stats st;
+    assert_int_equal(pa_parser_finish(ps, &st, &err), 0);
+    assert_true(st.gzip);
+    assert_int_equal(pa_profile_total(p), 7);
+    pa_parser_free(ps);
+    pa_profile_free(p);
+}
+
+static void pprof_round_trips_gzip_and_plain(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("# pyagent 1 rate=100\n"
+                          "thread:Main;main (app.py:3);work (app.py:9) 5\n"
+                          "thread:Main;main (app.py:4);work (app.py:9) 2\n"
+                          "thread:Main;PyObject_Call [libpython3.11.so] 1\n",
+                          &st);
+    for (int gz = 0; gz <= 1; gz++) {
+        pa_buf b = {0};
+        pa_error err;
+        assert_int_equal(pa_pprof_encode(p, gz, &b, &err), 0);
+        pa_profile *q = pa_profile_new();
+        assert_int_equal(pa_profile_parse_buffer(q, b.data, b.len, "pb", &st, &err), 0);
+        assert_int_equal(st.format, PA_FORMAT_PPROF);
+        assert_int_equal(st.gzip, gz);
+        assert_int_equal(pa_profile_total(q), 8);
+        assert_string_equal(pa_profile_meta(q, "rate"), "100");
+        char *a = folded(p), *c = folded(q);
+        assert_string_equal(strchr(a, '\n') + 1, strchr(c, '\n') + 1);
+        free(a);
+        free(c);
+        pa_profile_free(q);
+        pa_buf_free(&b);
+    }
+    pa_profile_free(p);
+}
+
+static void truncated_pprof_is_an_error(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("a;b 5\n", &st);
+    pa_buf b = {0};
+    pa_error err;
+    assert_int_equal(pa_pprof_encode(p, 0, &b, &err), 0);
+    pa_profile *q = pa_profile_new();
+    assert_int_equal(pa_profile_parse_buffer(q, b.data, b.len / 2, "pb", &st, &err), -1);
+    assert_non_null(strstr(err.msg, "pprof"));
+    pa_profile_free(q);
+    pa_buf_free(&b);
+    pa_profile_free(p);
+}
+
+static void merge_adds_totals_and_filter_selects_stacks(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *a = parse("x;y 3\nx;z 4\n", &st);
+    pa_profile *b = parse("x;y 10\nq 1\n", &st);
+    pa_profile_merge(a, b);
+    assert_int_equal(pa_profile_total(a), 18);
+    assert_int_equal(pa_profile_stack_count(a), 3);
+    pa_error err;
+    pa_profile *f = pa_profile_filter(a, "^y$", NULL, &err);
+    assert_int_equal(pa_profile_total(f), 13);
+    pa_profile_free(f);
+    f = pa_profile_filter(a, NULL, "z|q", &err);
+    assert_int_equal(pa_profile_total(f), 13);
+    pa_profile_free(f);
+    assert_null(pa_profile_filter(a, "(", NULL, &err));
+    assert_non_null(strstr(err.msg, "regular expression"));
+    pa_profile_free(a);
+    pa_profile_free(b);
+}
+
+static void transform_merges_lines_threads_and_scales(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *a = parse("thread:A;f (a.py:1) 30\nthread:B;f (a.py:2) 10\n", &st);
+    pa_transform t = {.strip_lines = 1, .drop_threads = 1, .scale_total = 4};
+    pa_profile *b = pa_profile_transform(a, &t);
+    char *s = folded(b);
+    assert_string_equal(s, "f (a.py) 4\n");
+    free(s);
+    pa_profile_free(a);
+    pa_profile_free(b);
+}
+
+static void frames_are_classified(void **state) {
+    (void)state;
+    pa_frame_info fi;
+    const char *s = "f.<locals>.g (x) (/srv/app/main.py:12)";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_OWN);
+    assert_int_equal(fi.line, 12);
+    assert_int_equal(fi.name_len, strlen("f.<locals>.g (x)"));
+    assert_memory_equal(fi.file, "/srv/app/main.py", fi.file_len);
+    s = "get (/usr/lib/python3.11/site-packages/requests/api.py:70)";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_SITE);
+    s = "loads (/usr/lib/python3.11/json/__init__.py:346)";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_STDLIB);
+    s = "PyEval_EvalCode [libpython3.11.so.1.0]";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_NATIVE);
+    s = "<idle>";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_SYNTHETIC);
+    s = "thread:MainThread";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_THREAD);
+    assert_int_equal(fi.name_len, 10);
+}
+
+static void json_and_html_escaping_is_inert(void **state) {
+    (void)state;
+    const char evil[] = "</script><img src=x onerror=alert(1)>\"'&\x01\xff\xc3(\0end";
+    pa_buf j = {0}, h = {0};
+    pa_buf_json_str(&j, evil, sizeof evil - 1);
+    pa_buf_html_str(&h, evil, sizeof evil - 1);
+    assert_null(strchr(j.data, '<'));
+    assert_null(strchr(j.data, '>'));
+    assert_non_null(strstr(j.data, "\\u003c/script\\u003e"));
+    assert_non_null(strstr(j.data, "\\u0000end"));
+    assert_non_null(strstr(j.data, "\\ufffd"));
+    assert_null(strchr(h.data, '<'));
+    assert_null(strchr(h.data, '"'));
+    assert_non_null(strstr(h.data, "&lt;/script&gt;"));
+    assert_non_null(strstr(h.data, "\\x00end"));
+    assert_non_null(strstr(h.data, "\xEF\xBF\xBD"));
+    pa_buf_free(&j);
+    pa_buf_free(&h);
+}
+
+static void report_json_carries_both_profiles(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *cur = parse("a;b 3\na;c 1\n", &st);
+    pa_profile *base = parse("a;b 1\na;d 5\n", &st);
+    pa_buf b = {0};
+    pa_profile_encode_report_json(cur, base, "t</script>", &b);
+    assert_non_null(strstr(b.data, "\"total\":4"));
+    assert_non_null(strstr(b.data, "\"baseTotal\":6"));
+    assert_non_null(strstr(b.data, "\"up\":[1,1,2,3]"));
+    assert_non_null(strstr(b.data, "\"self\":[0,3,1,0]"));
+    assert_non_null(strstr(b.data, "\"base\":[0,1,0,5]"));
+    assert_null(strstr(b.data, "</script>"));
+    pa_buf_free(&b);
+    pa_profile_free(cur);
+    pa_profile_free(base);
+}
+
+static void speedscope_has_a_profile_per_thread(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("thread:A;f 3\nthread:B;g 1\nthread:A;f;h 2\n", &st);
+    pa_buf b = {0};
+    pa_profile_encode_speedscope(p, "x", &b);
+    assert_non_null(strstr(b.data, "\"name\":\"thread:A\",\"unit\":\"none\",\"startValue\":0,"
+                                   "\"endValue\":5,\"samples\":[[1],[1,4]],\"weights\":[3,2]"));
+    assert_non_null(strstr(b.data, "\"name\":\"thread:B\""));
+    pa_buf_free(&b);
+    pa_profile_free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(identical_stacks_are_aggregated),
+        cmocka_unit_test(pyagent_dialect_keeps_metadata_and_counts),
+        cmocka_unit_test(malformed_lines_are_counted_with_the_first_line_number),
+        cmocka_unit_test(empty_input_is_an_error),
+        cmocka_unit_test(austin_cpython_and_pyspy_frames_are_rewritten),
+        cmocka_unit_test(gzip_input_is_detected_in_any_chunking),
+        cmocka_unit_test(pprof_round_trips_gzip_and_plain),
+        cmocka_unit_test(truncated_pprof_is_an_error),
+        cmocka_unit_test(merge_adds_totals_and_filter_selects_stacks),
+        cmocka_unit_test(transform_merges_lines_threads_and_scales),
+        cmocka_unit_test(frames_are_classified),
+        cmocka_unit_test(json_and_html_escaping_is_inert),
+        cmocka_unit_test(report_json_carries_both_profiles),
+        cmocka_unit_test(speedscope_has_a_profile_per_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
