@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# The interpreter matrix: finds every CPython on this machine that pyagent is tested on, and
+# provides the ones Debian 12 lacks (3.13, 3.14, 3.15) from Debian sid.
+#
+# The one idea: sid's interpreters are not installed, they are unpacked (dpkg -x) together
+# with sid's own libc and libraries into one private root, and their ELF interpreter and
+# RPATH are pointed into that root (patchelf). They then run on this Debian 12 host as
+# ordinary binaries: no chroot, no container, no environment variable; subprocesses of
+# sys.executable work, and a library built on Debian 12 can be LD_PRELOADed into them
+# (sid's glibc is newer, and glibc is backward compatible).
+#
+#   scripts/pythons.sh --ensure [--out FILE] [--refresh]   find/provide, write the list
+#   scripts/pythons.sh --list   [--out FILE]               print the list (ensure if missing)
+#   scripts/pythons.sh --austin                            print the path of sid's austin
+#
+# The list (default build/pythons.txt), one interpreter a line, tab-separated:
+#   NAME  PATH  KIND  VERSION  HEADERS
+#   NAME     short unique id usable in a test name: pyenv-3.8, debian-3.11, sid-3.14-dbg
+#   PATH     absolute path of the executable
+#   KIND     shared (libpython is a NEEDED library) or static (linked into the executable);
+#            suffix -ft for a free-threaded build
+#   VERSION  sys.version_info in full, e.g. 3.14.2.final.0
+#   HEADERS  directory holding that interpreter's Python.h (with internal/), or -
+#
+# Environment: PYAGENT_CACHE (default ~/.cache/pyagent; sid's root lives in $PYAGENT_CACHE/sid),
+# PYAGENT_SID_VERSIONS (default "3.13 3.14 3.15"). Progress goes to stderr, the summary to
+# stdout. Exit status is 0 unless not a single interpreter was found. See docs/interpreters.md.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+mode=""
+out="$repo/build/pythons.txt"
+refresh=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --ensure | --list | --austin) mode=${1#--} ;;
+  --out)
+    [ $# -ge 2 ] || { echo "pythons: --out needs a file" >&2; exit 2; }
+    out=$2
+    shift
+    ;;
+  --refresh) refresh=1 ;;
+  -h | --help)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+    ;;
+  *) echo "pythons: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$mode" ] || { echo "pythons: say --ensure, --list or --austin (try --help)" >&2; exit 2; }
+case "$out" in /*) ;; *) out="$repo/$out" ;; esac
+
+cache=${PYAGENT_CACHE:-$HOME/.cache/pyagent}
+sid=$cache/sid
+root=$sid/root # the final place; patched binaries embed this path, so it must not move
+sid_versions=${PYAGENT_SID_VERSIONS:-3.13 3.14 3.15}
+# Libraries sid's interpreters (and austin) load; apt-cache depends on the interpreter
+# packages names these. The dynamic loader comes with libc6.
+sid_libs="libc6 libgcc-s1 libssl3t64 libexpat1 zlib1g libffi8 libzstd1 liblzma5 libbz2-1.0
+  libsqlite3-0 libuuid1 libncursesw6 libtinfo6 libreadline8t64 libmpdec4 libdb5.3t64
+  libgdbm6t64 media-types"
+austin_libs="libunwind8 libsframe3"
+
+log() { echo "pythons: $*" >&2; }
+
+# ---------------------------------------------------------------------------------------
+# Probing one interpreter
+
+# probe PY: prints "VERSION<TAB>GIL_DISABLED<TAB>INCLUDE_DIR" or fails.
+probe() {
+  "$1" -I -c '
+import sys, sysconfig
+v = sys.version_info
+print("%d.%d.%d.%s.%d\t%s\t%s" % (v.major, v.minor, v.micro, v.releaselevel, v.serial,
+      sysconfig.get_config_var("Py_GIL_DISABLED") or 0, sysconfig.get_paths()["include"]))
+' 2>/dev/null
+}
+
+# kind PATH: shared when libpython is among the executable's NEEDED libraries.
+kind() {
+  local needed
+  if command -v readelf >/dev/null; then
+    needed=$(readelf -d "$1" 2>/dev/null | grep NEEDED || true)
+  else
+    needed=$(ldd "$1" 2>/dev/null || true)
+  fi
+  if echo "$needed" | grep -q 'libpython'; then echo shared; else echo static; fi
+}
+
+declare -A seen_path=() seen_name=()
+entries=()
+
+# add NAME PATH: probes PATH and records it, unless it is older than 3.8 or already listed.
+add() {
+  local name=$1 path=$2 real info version ft inc k
+  real=$(realpath -e "$path" 2>/dev/null) || return 0
+  [ -z "${seen_path[$real]:-}" ] || return 0
+  if ! info=$(probe "$path"); then
+    log "skipping $path: it does not run"
+    return 0
+  fi
+  IFS=$'\t' read -r version ft inc <<<"$info"
+  case "$version" in 3.[0-7].*) return 0 ;; 2.*) return 0 ;; esac
+  seen_path[$real]=1
+  k=$(kind "$real")
+  [ "$ft" = 1 ] && k="$k-ft"
+  [ -f "$inc/Python.h" ] || inc=-
+  if [ -n "${seen_name[$name]:-}" ]; then
+    local i=2
+    while [ -n "${seen_name[$name-$i]:-}" ]; do i=$((i + 1)); done
+    name=$name-$i
+  fi
+  seen_name[$name]=1
+  entries+=("$name"$'\t'"$path"$'\t'"$k"$'\t'"$version"$'\t'"$inc")
+}
+
+# ---------------------------------------------------------------------------------------
+# Debian sid's interpreters
+
+# The Debian mirror this machine already uses (deb822 or one-line format), so that sid comes
+# from the same host; deb.debian.org when none is configured.
+debian_mirror() {
+  local m
+  m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources \
+    2>/dev/null | grep -Eo 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -1 | tr -d ' ')
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+apt_opts=()
+sid_apt_setup() {
+  mkdir -p "$sid/apt/lists/partial" "$sid/apt/cache/archives/partial"
+  local keyring=/usr/share/keyrings/debian-archive-keyring.gpg signed=""
+  [ -f "$keyring" ] && signed="[signed-by=$keyring] "
+  echo "deb ${signed}$(debian_mirror) sid main" >"$sid/apt/sources.list"
+  # Dir::State::status=/dev/null: this host's installed packages must not influence what
+  # sid resolves, and nothing here is ever installed.
+  apt_opts=(-o "Dir::Etc::SourceList=$sid/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$sid/apt/lists" -o "Dir::Cache=$sid/apt/cache"
+    -o Dir::State::status=/dev/null -o APT::Get::AllowUnauthenticated=false
+    -o APT::Sandbox::User=root) # the cache is root's own; _apt could not write there
+}
+
+sid_has() { # sid_has PACKAGE: sid carries PACKAGE for amd64
+  apt-cache "${apt_opts[@]}" show --no-all-versions "$1" >/dev/null 2>&1
+}
+
+sid_version_of() {
+  apt-cache "${apt_opts[@]}" show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Version: //p' | head -1
+}
+
+need_patchelf() {
+  command -v patchelf >/dev/null && return 0
+  if [ "$(id -u)" = 0 ]; then
+    log "installing patchelf"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null; }
+  fi
+  command -v patchelf >/dev/null || { log "patchelf is missing (apt-get install patchelf)"; return 1; }
+}
+
+# The stamp says what the root was built for; a run that wants the same does no network work.
+stamp_key() { echo "versions=$sid_versions austin=1 format=1"; }
+
+# sid_verify PY: the interpreter runs, finds its stdlib and extension modules, starts itself
+# as a subprocess, and accepts a Debian-12-built library in LD_PRELOAD.
+sid_verify() {
+  local py=$1 err
+  if ! err=$("$py" -c 'import sys, zlib, hashlib, ssl, sqlite3, multiprocessing, asyncio, decimal, ctypes, lzma, bz2, readline
+import subprocess
+out = subprocess.run([sys.executable, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True, check=True).stdout
+assert out.strip() == sys.prefix, (out, sys.prefix)' 2>&1); then
+    log "$py fails its self-test: $(echo "$err" | tail -1)"
+    return 1
+  fi
+  local z
+  for z in /lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libz.so.1; do
+    [ -e "$z" ] || continue
+    if ! err=$(LD_PRELOAD=$z "$py" -c pass 2>&1) || [ -n "$err" ]; then
+      log "$py does not accept LD_PRELOAD=$z: $err"
+      return 1
+    fi
+    break
+  done
+  # Extension modules that cannot load are not fatal (tkinter needs Tk, which is not
+  # provided) but are worth a line.
+  local bad
+  bad=$("$py" -c '
+import importlib, importlib.machinery, os, sys, sysconfig
+d = sysconfig.get_path("platstdlib") + "/lib-dynload"
+bad = []
+for f in sorted(os.listdir(d)):
+    # The release and debug builds share this directory; each loads only its own suffix.
+    if not f.endswith(tuple(s for s in importlib.machinery.EXTENSION_SUFFIXES if s != ".so")):
+        continue
+    m = f.split(".")[0]
+    if m in ("_tkinter",) or m.startswith("_test") or m.startswith("xx"):
+        continue
+    try:
+        importlib.import_module(m)
+    except Exception as e:
+        bad.append("%s (%s)" % (m, e))
+print(", ".join(bad))' 2>&1 || true)
+  [ -z "$bad" ] || log "$py: extension modules that do not load: $bad"
+  return 0
+}
+
+# Points every absolute symlink in the root at the same path inside the root; otherwise,
+# e.g. usr/lib64/ld-linux-x86-64.so.2 -> /usr/lib/..., they would resolve on the host.
+sid_fix_symlinks() {
+  local dir=$1 final=$2 l t
+  while IFS= read -r -d '' l; do
+    t=$(readlink "$l")
+    case "$t" in /*) ln -sfn "$final$t" "$l" ;; esac
+  done < <(find "$dir" -type l -print0)
+}
+
+sid_build() {
+  need_patchelf || return 1
+  sid_apt_setup
+  log "sid: apt-get update ($(debian_mirror) sid main)"
+  if ! apt-get "${apt_opts[@]}" -qq update >&2; then
+    log "sid: apt-get update failed; no sid interpreters"
+    return 1
+  fi
+
+  local pkgs="" v p status="" austin=0
+  for v in $sid_versions; do
+    if ! sid_has "python$v-minimal"; then
+      log "sid: Debian sid no longer carries python$v (or not yet); skipping it"
+      status="$status$v missing"$'\n'
+      continue
+    fi
+    for p in "python$v-minimal" "libpython$v-minimal" "libpython$v-stdlib" "python$v" \
+      "libpython$v" "libpython$v-dev"; do
+      if sid_has "$p"; then pkgs="$pkgs $p"; else log "sid: $p is missing in sid"; fi
+    done
+    for p in "python$v-dbg" "libpython$v-dbg" "python$v-nogil" "libpython$v-nogil"; do
+      if sid_has "$p"; then pkgs="$pkgs $p"; fi
+    done
+    status="$status$v $(sid_version_of "python$v-minimal")"$'\n'
+  done
+  # Versions newer than the list that sid already has are worth knowing about.
+  local newest
+  newest=$(apt-cache "${apt_opts[@]}" pkgnames python3. 2>/dev/null |
+    sed -n 's/^python\(3\.[0-9]*\)-minimal$/\1/p' | sort -V | tail -1)
+  case " $sid_versions " in *" $newest "*) ;; *) [ -z "$newest" ] || log "sid: note: sid also carries python$newest (add it to PYAGENT_SID_VERSIONS)" ;; esac
+  [ -n "$pkgs" ] || { log "sid: none of $sid_versions is in sid"; return 1; }
+  for p in $sid_libs; do
+    if sid_has "$p"; then pkgs="$pkgs $p"; else log "sid: library package $p is not in sid"; fi
+  done
+  if sid_has austin; then
+    pkgs="$pkgs austin"
+    austin=1
+    for p in $austin_libs; do sid_has "$p" && pkgs="$pkgs $p"; done
+  else
+    log "sid: no austin package in sid"
+  fi
+
+  # Download and unpack into scratch directories; only a complete, patched root is renamed
+  # into place, so an interrupted run leaves nothing that a later run would trust.
+  local dl=$sid/download.partial tmp=$sid/root.partial
+  rm -rf "$dl" "$tmp"
+  mkdir -p "$dl" "$tmp"
+  log "sid: downloading $(echo "$pkgs" | wc -w) packages"
+  # shellcheck disable=SC2086
+  if ! (cd "$dl" && apt-get "${apt_opts[@]}" -qq download $pkgs >&2); then
+    log "sid: apt-get download failed"
+    return 1
+  fi
+  log "sid: unpacking into $root"
+  local deb
+  for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$tmp"; done
+  # The -dev packages' static libpython archives are a third of the size and of no use here.
+  find "$tmp/usr/lib" -name 'libpython*.a' -delete
+
+  local ld
+  ld=$(find "$tmp/usr/lib64" "$tmp/lib64" "$tmp/usr/lib/x86_64-linux-gnu" "$tmp/lib/x86_64-linux-gnu" \
+    -maxdepth 1 -type f -name 'ld-linux-x86-64.so.2' 2>/dev/null | head -1)
+  [ -n "$ld" ] || { log "sid: libc6 brought no ld-linux-x86-64.so.2"; return 1; }
+  ld=$root${ld#"$tmp"}
+  sid_fix_symlinks "$tmp" "$root"
+  local f rpath="$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu"
+  for f in "$tmp"/usr/bin/*; do
+    if [ ! -f "$f" ] || [ -L "$f" ]; then continue; fi
+    patchelf --print-interpreter "$f" >/dev/null 2>&1 || continue # not a dynamic ELF
+    patchelf --set-interpreter "$ld" --force-rpath --set-rpath "$rpath" "$f"
+  done
+
+  rm -rf "$root.old"
+  [ -e "$root" ] && mv "$root" "$root.old"
+  mv "$tmp" "$root"
+  rm -rf "$root.old" "$dl"
+
+  # Verify each interpreter in its final place, record the outcome in the stamp.
+  local line ok="" py
+  while read -r v line; do
+    [ -n "$v" ] || continue
+    if [ "$line" = missing ]; then ok="$ok$v missing"$'\n'; continue; fi
+    py=$root/usr/bin/python$v
+    if [ -x "$py" ] && sid_verify "$py"; then
+      ok="$ok$v ok $line"$'\n'
+      if [ -x "$root/usr/bin/python${v}d" ]; then
+        if sid_verify "$root/usr/bin/python${v}d"; then ok="$ok${v}d ok $line"$'\n'; fi
+      fi
+      if [ -x "$root/usr/bin/python${v}t" ]; then
+        if sid_verify "$root/usr/bin/python${v}t"; then ok="$ok${v}t ok $line"$'\n'; fi
+      fi
+    else
+      ok="$ok$v broken $line"$'\n'
+    fi
+  done <<<"$status"
+  if [ "$austin" = 1 ] && [ -x "$root/usr/bin/austin" ]; then
+    if "$root/usr/bin/austin" --version >/dev/null 2>&1; then
+      ok="${ok}austin ok $(sid_version_of austin)"$'\n'
+    else
+      log "sid: austin does not run"
+    fi
+  fi
+  { stamp_key; printf '%s' "$ok"; } >"$root/.stamp.partial"
+  mv "$root/.stamp.partial" "$root/.stamp"
+}
+
+sid_ensure() {
+  mkdir -p "$sid"
+  # One builder at a time; a second --ensure waits and then finds the stamp.
+  exec 9>"$sid/.lock"
+  flock 9
+  if [ "$refresh" = 0 ] && [ -f "$root/.stamp" ] && [ "$(head -1 "$root/.stamp")" = "$(stamp_key)" ]; then
+    log "sid: cached in $root"
+  else
+    sid_build || log "sid: could not provide sid interpreters"
+  fi
+  flock -u 9
+}
+
+# ---------------------------------------------------------------------------------------
+# Discovery
+
+ensure() {
+  local d v
+  # pyenv builds, oldest first.
+  local pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+  for d in $(printf '%s\n' "$pyenv_root"/versions/3.* | sort -V); do
+    v=$(basename "$d")
+    [ -x "$d/bin/python${v%.*}" ] || continue
+    add "pyenv-${v%.*}" "$d/bin/python${v%.*}"
+  done
+
+  # Debian's own, then anything else called python3.N on PATH (pyenv shims excluded: they
+  # are scripts that end in one of the builds above).
+  for d in /usr/bin/python3.*; do
+    [[ "$(basename "$d")" =~ ^python3\.[0-9]+t?$ ]] || continue
+    add "debian-${d##*python}" "$d"
+  done
+  local IFS_save=$IFS p
+  IFS=:
+  for p in $PATH; do
+    IFS=$IFS_save
+    case "$p" in */.pyenv/* | "$pyenv_root"/*) continue ;; esac
+    for d in "$p"/python3.*; do
+      if ! [[ "$(basename "$d")" =~ ^python3\.[0-9]+t?$ ]] || [ ! -x "$d" ]; then continue; fi
+      case "$(realpath "$d")" in "$pyenv_root"/*) continue ;; esac
+      add "path-${d##*python}" "$d"
+    done
+  done
+  IFS=$IFS_save
+
+  sid_ensure
+  local missing="" state rest
+  if [ -f "$root/.stamp" ]; then
+    while read -r v state rest; do
+      case "$v" in versions=* | austin) continue ;; esac
+      if [ "$state" != ok ]; then
+        missing="$missing sid-$v($state)"
+        continue
+      fi
+      case "$v" in
+      *d) add "sid-${v%d}-dbg" "$root/usr/bin/python$v" ;;
+      *t) add "sid-${v%t}-ft" "$root/usr/bin/python$v" ;;
+      *) add "sid-$v" "$root/usr/bin/python$v" ;;
+      esac
+    done <"$root/.stamp"
+  fi
+  for v in $sid_versions; do
+    grep -q "^$v ok" "$root/.stamp" 2>/dev/null || case "$missing" in *"sid-$v("*) ;; *) missing="$missing sid-$v" ;; esac
+  done
+
+  mkdir -p "$(dirname "$out")"
+  printf '%s\n' "${entries[@]}" >"$out.partial"
+  mv "$out.partial" "$out"
+
+  echo "pythons: ${#entries[@]} interpreters in $out:"
+  local e
+  for e in "${entries[@]}"; do
+    IFS=$'\t' read -r v p d rest <<<"$e"
+    printf '  %-16s %-9s %s\n' "$v" "$d" "$p"
+  done
+  [ -z "$missing" ] || echo "pythons: missing:$missing"
+  [ -x "$root/usr/bin/austin" ] && grep -q '^austin ok' "$root/.stamp" 2>/dev/null &&
+    echo "pythons: austin: $root/usr/bin/austin"
+  [ "${#entries[@]}" -gt 0 ] || { echo "pythons: no CPython found" >&2; return 1; }
+}
+
+case "$mode" in
+ensure) ensure ;;
+list)
+  [ -s "$out" ] || ensure >&2
+  cat "$out"
+  ;;
+austin)
+  [ -f "$root/.stamp" ] || ensure >&2
+  grep -q '^austin ok' "$root/.stamp" 2>/dev/null || { echo "pythons: sid's austin is not available" >&2; exit 1; }
+  echo "$root/usr/bin/austin"
+  ;;
+esac
