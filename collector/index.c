@@ -1,0 +1,313 @@
+/* index.c: the HTML index at GET / — applications, their label sets and time coverage, links
+ * to reports for common ranges, and per application a timeline of sample counts whose bars
+ * link to the flamegraph of their slice. Every string from the database is escaped: label
+ * values come from the network. No JavaScript: the page is links and an inline SVG. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "query.h"
+#include "units.h"
+
+struct series_vec {
+    struct pa_coll_series_info *v;
+    size_t n, cap;
+};
+
+static int keep(void *ctx, const struct pa_coll_series_info *s) {
+    struct series_vec *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        void *v = realloc(l->v, l->cap * sizeof *l->v);
+        if (v == NULL)
+            return -1;
+        l->v = v;
+    }
+    l->v[l->n] = *s;
+    l->v[l->n].app = strdup(s->app);
+    l->v[l->n].labels = strdup(s->labels);
+    l->n++;
+    return 0;
+}
+
+static void drop(struct series_vec *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free((char *)l->v[i].app);
+        free((char *)l->v[i].labels);
+    }
+    free(l->v);
+}
+
+static void html(pa_buf *b, const char *s) {
+    pa_buf_html_str(b, s, strlen(s));
+}
+
+/* Percent-encodes everything but unreserved characters (RFC 3986). */
+static void url_component(pa_buf *b, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~')
+            pa_buf_append(b, s, 1);
+        else
+            pa_buf_printf(b, "%%%02X", c);
+    }
+}
+
+/* The selector for one series: APP{k="v",...}, quoted so any value round-trips. */
+static void selector_of(pa_buf *b, const char *app, const char *labels) {
+    pa_buf_puts(b, app);
+    pa_buf_puts(b, "{");
+    const char *p = labels;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (eq) {
+            if (p != labels)
+                pa_buf_puts(b, ",");
+            pa_buf_append(b, p, (size_t)(eq - p));
+            pa_buf_puts(b, "=\"");
+            for (const char *c = eq + 1; c < end; c++) {
+                if (*c == '\\' || *c == '"')
+                    pa_buf_puts(b, "\\");
+                pa_buf_append(b, c, 1);
+            }
+            pa_buf_puts(b, "\"");
+        }
+        p = comma ? comma + 1 : end;
+    }
+    pa_buf_puts(b, "}");
+}
+
+/* <a href="PATH?query=Q&from=F&until=U[&extra]">text</a>, escaped at both levels. */
+static void link(pa_buf *b, const char *path, const char *query, const char *from,
+                 const char *until, const char *extra, const char *text) {
+    pa_buf u = {0};
+    pa_buf_puts(&u, path);
+    pa_buf_puts(&u, "?query=");
+    url_component(&u, query);
+    if (from) {
+        pa_buf_puts(&u, "&from=");
+        url_component(&u, from);
+    }
+    if (until) {
+        pa_buf_puts(&u, "&until=");
+        url_component(&u, until);
+    }
+    if (extra)
+        pa_buf_puts(&u, extra);
+    pa_buf_puts(b, "<a href=\"");
+    pa_buf_html_str(b, u.data, u.len);
+    pa_buf_puts(b, "\">");
+    html(b, text);
+    pa_buf_puts(b, "</a>");
+    pa_buf_free(&u);
+}
+
+static void when(pa_buf *b, int64_t t) {
+    struct tm tm;
+    time_t tt = (time_t)t;
+    char s[64];
+    gmtime_r(&tt, &tm);
+    strftime(s, sizeof s, "%Y-%m-%d %H:%M:%SZ", &tm);
+    pa_buf_puts(b, s);
+}
+
+static void head(pa_buf *b, const char *title) {
+    pa_buf_puts(b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>");
+    html(b, title);
+    pa_buf_puts(b, "</title><style>"
+                   "body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
+                   "table{border-collapse:collapse}td,th{padding:.3em .8em;text-align:left;"
+                   "border-bottom:1px solid #ddd;vertical-align:top}"
+                   "code{background:#f4f4f4;padding:0 .2em}.n{text-align:right}"
+                   "svg rect{fill:#e8743b}svg a:hover rect{fill:#b3401a}"
+                   "</style></head><body>");
+}
+
+static void ranges(pa_buf *b, const char *path, const char *sel, const char *extra) {
+    static const char *r[][2] = {{"now-15m", "15m"},
+                                 {"now-1h", "1h"},
+                                 {"now-6h", "6h"},
+                                 {"now-24h", "24h"},
+                                 {"now-7d", "7d"}};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        pa_buf_puts(b, " ");
+        link(b, path, sel, r[i][0], "now", extra, r[i][1]);
+    }
+}
+
+static void series_links(pa_buf *b, const char *sel) {
+    pa_buf_puts(b, "flamegraph:");
+    ranges(b, "/render", sel, NULL);
+    pa_buf_puts(b, "<br>diff, last hour vs the hour before: ");
+    pa_buf d = {0};
+    pa_buf_puts(&d, "&leftFrom=now-2h&leftUntil=now-1h&rightFrom=now-1h&rightUntil=now");
+    link(b, "/diff", sel, NULL, NULL, d.data, "diff");
+    pa_buf_free(&d);
+    pa_buf_puts(b, "<br>heatmap:");
+    ranges(b, "/heatmap", sel, NULL);
+    pa_buf_puts(b, "<br>folded:");
+    ranges(b, "/render", sel, "&format=folded");
+}
+
+/* An SVG bar chart of samples per bucket; each bar links to its slice's flamegraph. */
+static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info *v, size_t n,
+                     const char *sel, int64_t from, int64_t until, pa_buf *b) {
+    enum { BUCKETS = 60, W = 720, H = 80 };
+    int64_t step = (until - from + BUCKETS - 1) / BUCKETS;
+    if (step < 1)
+        step = 1;
+    uint64_t counts[BUCKETS] = {0}, max = 0;
+    char msg[256];
+    for (size_t i = 0; i < n; i++)
+        pa_coll_store_timeline(st, &v[i], from, step, BUCKETS, counts, msg, sizeof msg);
+    for (int i = 0; i < BUCKETS; i++)
+        max = counts[i] > max ? counts[i] : max;
+    pa_buf_printf(b, "<p>samples per %" PRId64 " s from ", step);
+    when(b, from);
+    pa_buf_printf(b, " (max %" PRIu64 "; click a bar for its flamegraph)</p>", max);
+    pa_buf_printf(b, "<svg width=\"%d\" height=\"%d\" role=\"img\">", W, H);
+    for (int i = 0; i < BUCKETS && max > 0; i++) {
+        if (counts[i] == 0)
+            continue;
+        int h = (int)((double)counts[i] / (double)max * (H - 2)) + 1;
+        char f[32], u[32];
+        snprintf(f, sizeof f, "%" PRId64, from + i * step);
+        snprintf(u, sizeof u, "%" PRId64, from + (i + 1) * step);
+        pa_buf u8 = {0};
+        pa_buf_puts(&u8, "/render?query=");
+        url_component(&u8, sel);
+        pa_buf_printf(&u8, "&from=%s&until=%s", f, u);
+        pa_buf_puts(b, "<a href=\"");
+        pa_buf_html_str(b, u8.data, u8.len);
+        pa_buf_printf(b,
+                      "\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>%" PRIu64
+                      " samples</title></rect></a>",
+                      i * (W / BUCKETS), H - h, W / BUCKETS - 1, h, counts[i]);
+        pa_buf_free(&u8);
+    }
+    pa_buf_puts(b, "</svg>");
+}
+
+static void app_page(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                     const char *app, pa_buf *b) {
+    struct series_vec l = {0};
+    char msg[256];
+    pa_coll_store_series(st, app, keep, &l, msg, sizeof msg);
+    head(b, app);
+    pa_buf_puts(b, "<p><a href=\"/\">all applications</a></p><h1>");
+    html(b, app);
+    pa_buf_puts(b, "</h1>");
+    if (l.n == 0) {
+        pa_buf_puts(b, "<p>No profiles stored for this application.</p></body></html>");
+        drop(&l);
+        return;
+    }
+    int64_t from, until;
+    const char *f = pa_coll_param(q, "from"), *u = pa_coll_param(q, "until");
+    if (pa_coll_parse_query_time(f ? f : "now-6h", now, 0, &from) != 0 ||
+        pa_coll_parse_query_time(u ? u : "now", now, 1, &until) != 0 || until <= from) {
+        from = now - 6 * 3600;
+        until = now;
+    }
+    pa_buf all = {0};
+    pa_buf_puts(&all, app);
+    timeline(st, l.v, l.n, all.data, from, until, b);
+    pa_buf_puts(b, "<p>timeline range:");
+    static const char *r[][2] = {
+        {"now-1h", "1h"}, {"now-6h", "6h"}, {"now-24h", "24h"}, {"now-7d", "7d"}};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        pa_buf h = {0};
+        pa_buf_puts(&h, "/?app=");
+        url_component(&h, app);
+        pa_buf_printf(&h, "&from=%s", r[i][0]);
+        pa_buf_puts(b, " <a href=\"");
+        pa_buf_html_str(b, h.data, h.len);
+        pa_buf_printf(b, "\">%s</a>", r[i][1]);
+        pa_buf_free(&h);
+    }
+    pa_buf_puts(b, "</p><h2>All series together</h2><p>");
+    series_links(b, all.data);
+    pa_buf_puts(b, "</p><h2>Series</h2><table><tr><th>labels</th><th>from</th><th>until</th>"
+                   "<th class=n>uploads</th><th class=n>samples</th><th>reports</th></tr>");
+    for (size_t i = 0; i < l.n; i++) {
+        pa_buf sel = {0};
+        selector_of(&sel, app, l.v[i].labels);
+        pa_buf_puts(b, "<tr><td><code>");
+        html(b, *l.v[i].labels ? l.v[i].labels : "(none)");
+        pa_buf_puts(b, "</code></td><td>");
+        when(b, l.v[i].first_from);
+        pa_buf_puts(b, "</td><td>");
+        when(b, l.v[i].last_until);
+        pa_buf_printf(b, "</td><td class=n>%" PRIu64 "</td><td class=n>%" PRIu64 "</td><td>",
+                      l.v[i].uploads, l.v[i].samples);
+        series_links(b, sel.data);
+        pa_buf_puts(b, "</td></tr>");
+        pa_buf_free(&sel);
+    }
+    pa_buf_puts(b, "</table></body></html>");
+    pa_buf_free(&all);
+    drop(&l);
+}
+
+void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                          struct pa_coll_response *r) {
+    r->status = 200;
+    r->content_type = "text/html; charset=utf-8";
+    const char *app = pa_coll_param(q, "app");
+    if (app && *app) {
+        app_page(st, q, now, app, &r->body);
+        return;
+    }
+    struct series_vec l = {0};
+    char msg[256];
+    pa_buf *b = &r->body;
+    head(b, "pyagent-collector");
+    pa_buf_puts(b, "<h1>pyagent-collector</h1>");
+    if (pa_coll_store_series(st, NULL, keep, &l, msg, sizeof msg) != 0) {
+        pa_buf_puts(b, "<p>database error: ");
+        html(b, msg);
+        pa_buf_puts(b, "</p>");
+    } else if (l.n == 0) {
+        pa_buf_puts(b, "<p>No profiles yet. Point an agent here: "
+                       "<code>PYAGENT_SERVER=http://HOST:PORT</code></p>");
+    } else {
+        pa_buf_puts(b, "<table><tr><th>application</th><th>label sets</th><th>from</th>"
+                       "<th>until</th><th class=n>samples</th><th>flamegraph</th></tr>");
+        for (size_t i = 0; i < l.n;) {
+            size_t j = i;
+            int64_t from = l.v[i].first_from, until = l.v[i].last_until;
+            uint64_t samples = 0;
+            for (; j < l.n && strcmp(l.v[j].app, l.v[i].app) == 0; j++) {
+                from = l.v[j].first_from < from ? l.v[j].first_from : from;
+                until = l.v[j].last_until > until ? l.v[j].last_until : until;
+                samples += l.v[j].samples;
+            }
+            pa_buf h = {0};
+            pa_buf_puts(&h, "/?app=");
+            url_component(&h, l.v[i].app);
+            pa_buf_puts(b, "<tr><td><a href=\"");
+            pa_buf_html_str(b, h.data, h.len);
+            pa_buf_puts(b, "\">");
+            html(b, l.v[i].app);
+            pa_buf_printf(b, "</a></td><td class=n>%zu</td><td>", j - i);
+            when(b, from);
+            pa_buf_puts(b, "</td><td>");
+            when(b, until);
+            pa_buf_printf(b, "</td><td class=n>%" PRIu64 "</td><td>", samples);
+            ranges(b, "/render", l.v[i].app, NULL);
+            pa_buf_puts(b, "</td></tr>");
+            pa_buf_free(&h);
+            i = j;
+        }
+        pa_buf_puts(b, "</table>");
+    }
+    pa_buf_puts(b, "<p>API: <a href=\"/api/apps\">/api/apps</a> &middot; "
+                   "<code>/render?query=APP.cpu{k=v}&amp;from=now-1h&amp;until=now"
+                   "&amp;format=html|folded|json</code></p></body></html>");
+    drop(&l);
+}

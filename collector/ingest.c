@@ -1,0 +1,189 @@
+/* ingest.c: decoding an upload. The transport layers (Content-Encoding, multipart, pprof's
+ * own gzip) are peeled here with bounded buffers; the profile itself is read by the shared
+ * profile library and re-encoded as folded text, the one form the store keeps (see
+ * docs/collector-api.md, "Storage"). */
+#include "ingest.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "body.h"
+#include "profile.h"
+#include "units.h"
+
+static int fail(int status, char *msg, size_t msglen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* The format parameter: Pyroscope knows other formats (jfr, trie, ...), which we name in the error;
+ * any other value (or none) means folded, as in Pyroscope. */
+static int format_of(const char *f, bool *pprof, char *msg, size_t msglen) {
+    static const char *unsupported[] = {"jfr", "trie", "tree", "lines", "speedscope"};
+    *pprof = f != NULL && strcmp(f, "pprof") == 0;
+    for (size_t i = 0; f && i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (strcmp(f, unsupported[i]) == 0)
+            return fail(415, msg, msglen,
+                        "format: '%s' is not supported by pyagent-collector (use pprof or "
+                        "folded)",
+                        f);
+    return 0;
+}
+
+static int parse_rate(const char *s, int64_t *out, char *msg, size_t msglen) {
+    if (s == NULL || *s == '\0') {
+        *out = 100; /* Pyroscope's default */
+        return 0;
+    }
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end != '\0' || v <= 0 || v > 1000000)
+        return fail(400, msg, msglen, "sampleRate: '%.32s' is not an integer from 1 to 1000000", s);
+    *out = v;
+    return 0;
+}
+
+/* Peels Content-Encoding, then multipart. On success *data and *len are the payload; *owned is
+ * set when it had to be allocated. */
+static int unwrap(const struct pa_coll_ingest_request *rq, const uint8_t **data, size_t *len,
+                  uint8_t **owned, char *msg, size_t msglen) {
+    *data = rq->body;
+    *len = rq->body_len;
+    *owned = NULL;
+    const char *ce = rq->content_encoding;
+    if (ce && *ce && strcasecmp(ce, "identity") != 0) {
+        if (strcasecmp(ce, "gzip") != 0 && strcasecmp(ce, "x-gzip") != 0)
+            return fail(415, msg, msglen,
+                        "Content-Encoding: '%.32s' is not supported (use gzip or none)", ce);
+        int rc = pa_coll_gunzip(*data, *len, rq->max_decompressed, owned, len, msg, msglen);
+        if (rc)
+            return rc;
+        *data = *owned;
+    }
+    if (pa_coll_is_multipart(rq->content_type)) {
+        const uint8_t *part;
+        size_t partlen;
+        int rc = pa_coll_multipart_field(rq->content_type, *data, *len, "profile", &part, &partlen,
+                                         msg, msglen);
+        if (rc)
+            return rc;
+        *data = part;
+        *len = partlen;
+    }
+    return 0;
+}
+
+static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t limit,
+                        uint64_t *stacks, char *msg, size_t msglen) {
+    uint8_t *plain = NULL;
+    if (pa_coll_is_gzip(data, len)) {
+        int rc = pa_coll_gunzip(data, len, limit, &plain, &len, msg, msglen);
+        if (rc)
+            return rc;
+        data = plain;
+    }
+    pa_parse_stats stats;
+    pa_error err = {{0}};
+    memset(&stats, 0, sizeof stats);
+    int rc = len == 0 ? 0 : pa_pprof_decode(p, data, len, &stats, &err);
+    free(plain);
+    if (rc != 0)
+        return fail(422, msg, msglen, "pprof: %s", err.msg[0] ? err.msg : "cannot decode");
+    *stacks = stats.stacks;
+    return 0;
+}
+
+static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dropped,
+                         uint64_t *stacks, char *msg, size_t msglen) {
+    if (pa_coll_is_gzip(data, len))
+        return fail(422, msg, msglen,
+                    "folded: the body is gzip-compressed but Content-Encoding: gzip is not set "
+                    "(Grafana Pyroscope would reject it too)");
+    /* Pyroscope drops lines over 64 KiB and keeps the rest; so do we, and say how many. */
+    *dropped = pa_coll_drop_long_lines(data, &len, PA_COLL_MAX_LINE);
+    bool blank = true;
+    for (size_t i = 0; i < len && blank; i++)
+        blank = data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t';
+    if (blank)
+        return 0; /* an idle interval: nothing sampled is a valid profile */
+    pa_parse_stats stats;
+    pa_error err = {{0}};
+    memset(&stats, 0, sizeof stats);
+    if (pa_profile_parse_buffer(p, data, len, "upload", &stats, &err) != 0)
+        return fail(422, msg, msglen, "folded: %s", err.msg[0] ? err.msg : "cannot parse");
+    if (stats.format == PA_FORMAT_PPROF)
+        return fail(422, msg, msglen, "folded: the body is a pprof profile; send format=pprof");
+    if (stats.bad_lines > 0)
+        return fail(422, msg, msglen,
+                    "folded: line %llu is not 'frame;frame;... count' (%llu malformed lines)",
+                    (unsigned long long)stats.first_bad_line, (unsigned long long)stats.bad_lines);
+    *stacks = stats.stacks;
+    return 0;
+}
+
+int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
+                          struct pa_coll_ingest_result *res, char *msg, size_t msglen) {
+    memset(res, 0, sizeof *res);
+    int rc = pa_coll_series_parse(&res->series, rq->name, msg, msglen);
+    if (rc)
+        return rc;
+    if ((res->labels = pa_coll_series_labels(&res->series)) == NULL)
+        return fail(500, msg, msglen, "out of memory");
+    if (pa_coll_parse_timestamp(rq->from, rq->now, 0, &res->from) != 0)
+        return fail(400, msg, msglen, "from: '%.32s' is not a timestamp", rq->from);
+    if (pa_coll_parse_timestamp(rq->until, rq->now, 1, &res->until) != 0)
+        return fail(400, msg, msglen, "until: '%.32s' is not a timestamp", rq->until);
+    if (res->until < res->from)
+        return fail(400, msg, msglen, "until (%lld) is before from (%lld)", (long long)res->until,
+                    (long long)res->from);
+    if ((rc = parse_rate(rq->sample_rate, &res->sample_rate, msg, msglen)))
+        return rc;
+    bool pprof;
+    if ((rc = format_of(rq->format, &pprof, msg, msglen)))
+        return rc;
+
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+    if ((rc = unwrap(rq, &data, &len, &owned, msg, msglen)))
+        return rc;
+    pa_profile *p = pa_profile_new();
+    if (pprof) {
+        rc = decode_pprof(p, data, len, rq->max_decompressed, &res->stacks, msg, msglen);
+    } else {
+        /* Dropping long lines edits the text, so it needs a writable copy. */
+        uint8_t *copy = owned ? owned : malloc(len ? len : 1);
+        if (copy == NULL) {
+            rc = fail(500, msg, msglen, "out of memory");
+        } else {
+            if (copy != data)
+                memmove(copy, data, len); /* data may point into owned (multipart) */
+            owned = copy;
+            rc = decode_folded(p, copy, len, &res->dropped_lines, &res->stacks, msg, msglen);
+        }
+    }
+    free(owned);
+    if (rc == 0) {
+        res->samples = pa_profile_total(p);
+        pa_buf folded = {0};
+        pa_profile_encode_folded(p, &folded);
+        if (pa_coll_gzip((const uint8_t *)folded.data, folded.len, &res->blob, &res->blob_len))
+            rc = fail(500, msg, msglen, "cannot compress the profile");
+        pa_buf_free(&folded);
+    }
+    pa_profile_free(p);
+    return rc;
+}
+
+void pa_coll_ingest_result_free(struct pa_coll_ingest_result *res) {
+    pa_coll_series_free(&res->series);
+    free(res->labels);
+    free(res->blob);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,78 @@
+/* main.c: pyagent-collector's entry — parse options, open the store, serve until SIGTERM or
+ * SIGINT, then stop in order: no new connections, in-flight requests finish (their uploads
+ * committed and answered), the writer drains, the database closes cleanly. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "options.h"
+#include "server.h"
+#include "store.h"
+
+int main(int argc, char **argv) {
+    struct pa_coll_options o;
+    char msg[512];
+    int rc = pa_coll_options_parse(argc, argv, &o, msg, sizeof msg);
+    if (rc != 0) {
+        fprintf(stderr, "pyagent-collector: %s\n(see pyagent-collector --help)\n", msg);
+        pa_coll_options_free(&o);
+        return rc;
+    }
+    if (o.help || o.version) {
+        fputs(o.help ? pa_coll_usage : "pyagent-collector " PA_COLL_VERSION "\n", stdout);
+        pa_coll_options_free(&o);
+        return 0;
+    }
+
+    /* Signals are taken synchronously by this thread; every thread started below inherits
+     * the blocked mask, so none of them is interrupted by SIGTERM. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct pa_coll_store *st;
+    struct pa_coll_store_options so = {
+        .sync = o.sync, .retention = o.retention, .retention_every = o.retention_interval};
+    if (pa_coll_store_open(&st, o.db, &so, msg, sizeof msg) != 0) {
+        fprintf(stderr, "pyagent-collector: %s\n", msg);
+        pa_coll_options_free(&o);
+        return 1;
+    }
+    struct pa_coll_server *srv;
+    struct pa_coll_server_config cfg = {
+        .listen = o.listen,
+        .threads = o.threads,
+        .max_body = o.max_body,
+        .max_decompressed = o.max_decompressed,
+        .token = o.token,
+        .store = st,
+    };
+    unsigned port;
+    if (pa_coll_server_start(&srv, &cfg, &port, msg, sizeof msg) != 0) {
+        fprintf(stderr, "pyagent-collector: %s\n", msg);
+        pa_coll_store_close(st);
+        pa_coll_options_free(&o);
+        return 1;
+    }
+    char host[300];
+    const char *colon = strrchr(o.listen, ':');
+    snprintf(host, sizeof host, "%.*s", (int)(colon - o.listen), o.listen);
+    printf("pyagent-collector: listening on http://%s:%u/ (db %s, retention %llds%s)\n",
+           *host ? host : "0.0.0.0", port, o.db, (long long)o.retention,
+           o.token ? ", token required" : "");
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "pyagent-collector: %s received, finishing requests in flight\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    pa_coll_server_stop(srv, o.grace_ms);
+    pa_coll_store_close(st);
+    fprintf(stderr, "pyagent-collector: stopped\n");
+    pa_coll_options_free(&o);
+    return 0;
+}

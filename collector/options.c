@@ -1,0 +1,196 @@
+/* options.c: command-line parsing. Every value is validated here, with a message naming the
+ * option, so that the server itself never starts half-configured. */
+#include "options.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "units.h"
+
+const char pa_coll_usage[] =
+    "usage: pyagent-collector --db FILE [options]\n"
+    "  --listen ADDR:PORT       address to serve on (default 127.0.0.1:4040; port 0 picks one)\n"
+    "  --db FILE                SQLite database (created if missing)\n"
+    "  --retention DURATION     delete profiles older than this (default 7d; 0 keeps all)\n"
+    "  --retention-interval DURATION  time between retention passes (default retention/20,\n"
+    "                           at most 1m)\n"
+    "  --max-body BYTES         largest request body accepted (default 16M)\n"
+    "  --max-decompressed BYTES largest body after gunzip (default 256M)\n"
+    "  --token TOKEN            require 'Authorization: Bearer TOKEN' (or Basic, password TOKEN)\n"
+    "  --token-file FILE        the same, with the token read from FILE (first line)\n"
+    "  --threads N              HTTP worker threads (default 4)\n"
+    "  --sync full|normal       fsync every commit (full, default: survives power loss) or\n"
+    "                           not (normal: survives a collector crash, not a machine crash)\n"
+    "  --shutdown-grace DURATION  how long SIGTERM waits for requests in flight (default 10s)\n"
+    "  --help, --version\n"
+    "Environment: PYAGENT_COLLECTOR_TOKEN is used when neither --token nor --token-file is "
+    "given.\n";
+
+static int usage_error(char *msg, size_t msglen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+static char *read_token_file(const char *path, char *msg, size_t msglen) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        usage_error(msg, msglen, "--token-file: cannot open %s", path);
+        return NULL;
+    }
+    char line[1024];
+    char *tok = NULL;
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (*line)
+            tok = strdup(line);
+    }
+    fclose(f);
+    if (tok == NULL)
+        usage_error(msg, msglen, "--token-file: %s holds no token on its first line", path);
+    return tok;
+}
+
+int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char *msg,
+                          size_t msglen) {
+    enum {
+        O_LISTEN = 1000,
+        O_DB,
+        O_RETENTION,
+        O_RETENTION_INTERVAL,
+        O_MAX_BODY,
+        O_MAX_DECOMP,
+        O_TOKEN,
+        O_TOKEN_FILE,
+        O_THREADS,
+        O_SYNC,
+        O_GRACE,
+        O_HELP,
+        O_VERSION
+    };
+    static const struct option longopts[] = {
+        {"listen", required_argument, NULL, O_LISTEN},
+        {"db", required_argument, NULL, O_DB},
+        {"retention", required_argument, NULL, O_RETENTION},
+        {"retention-interval", required_argument, NULL, O_RETENTION_INTERVAL},
+        {"max-body", required_argument, NULL, O_MAX_BODY},
+        {"max-decompressed", required_argument, NULL, O_MAX_DECOMP},
+        {"token", required_argument, NULL, O_TOKEN},
+        {"token-file", required_argument, NULL, O_TOKEN_FILE},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"sync", required_argument, NULL, O_SYNC},
+        {"shutdown-grace", required_argument, NULL, O_GRACE},
+        {"help", no_argument, NULL, O_HELP},
+        {"version", no_argument, NULL, O_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->listen = "127.0.0.1:4040";
+    o->retention = 7 * 86400;
+    o->max_body = 16u << 20;
+    o->max_decompressed = 256u << 20;
+    o->threads = 4;
+    o->sync = PA_SYNC_FULL;
+    o->grace_ms = 10000;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        int64_t d;
+        uint64_t n;
+        switch (c) {
+        case O_LISTEN:
+            o->listen = optarg;
+            break;
+        case O_DB:
+            o->db = optarg;
+            break;
+        case O_RETENTION:
+            if (pa_coll_parse_duration(optarg, &o->retention) != 0)
+                return usage_error(msg, msglen,
+                                   "--retention: '%s' is not a duration (e.g. 7d, 12h, 0)", optarg);
+            break;
+        case O_RETENTION_INTERVAL:
+            if (pa_coll_parse_duration(optarg, &d) != 0 || d <= 0)
+                return usage_error(msg, msglen,
+                                   "--retention-interval: '%s' is not a positive duration", optarg);
+            o->retention_interval = d;
+            break;
+        case O_MAX_BODY:
+        case O_MAX_DECOMP:
+            if (pa_coll_parse_size(optarg, &n) != 0 || n < 1024 || n > (1ull << 32))
+                return usage_error(msg, msglen, "%s: '%s' is not a size from 1K to 4G (e.g. 16M)",
+                                   c == O_MAX_BODY ? "--max-body" : "--max-decompressed", optarg);
+            *(c == O_MAX_BODY ? &o->max_body : &o->max_decompressed) = n;
+            break;
+        case O_TOKEN:
+            free(o->token);
+            if (*optarg == '\0')
+                return usage_error(msg, msglen, "--token: the token is empty");
+            o->token = strdup(optarg);
+            break;
+        case O_TOKEN_FILE:
+            free(o->token);
+            if ((o->token = read_token_file(optarg, msg, msglen)) == NULL)
+                return 2;
+            break;
+        case O_THREADS: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end != '\0' || v < 1 || v > 256)
+                return usage_error(msg, msglen, "--threads: '%s' is not a number from 1 to 256",
+                                   optarg);
+            o->threads = (unsigned)v;
+            break;
+        }
+        case O_SYNC:
+            if (strcmp(optarg, "full") == 0)
+                o->sync = PA_SYNC_FULL;
+            else if (strcmp(optarg, "normal") == 0)
+                o->sync = PA_SYNC_NORMAL;
+            else
+                return usage_error(msg, msglen, "--sync: '%s' is not full or normal", optarg);
+            break;
+        case O_GRACE:
+            if (pa_coll_parse_duration(optarg, &d) != 0 || d > 3600)
+                return usage_error(msg, msglen, "--shutdown-grace: '%s' is not a duration up to 1h",
+                                   optarg);
+            o->grace_ms = (unsigned)d * 1000;
+            break;
+        case O_HELP:
+            o->help = 1;
+            return 0;
+        case O_VERSION:
+            o->version = 1;
+            return 0;
+        default:
+            if (optopt)
+                return usage_error(msg, msglen, "option needs a value or is unknown: %s",
+                                   argv[optind - 1]);
+            return usage_error(msg, msglen, "unknown option: %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error(msg, msglen, "unexpected argument: %s", argv[optind]);
+    if (o->db == NULL || *o->db == '\0')
+        return usage_error(msg, msglen, "--db FILE is required");
+    if (o->max_decompressed < o->max_body)
+        o->max_decompressed = o->max_body;
+    if (o->token == NULL) {
+        const char *env = getenv("PYAGENT_COLLECTOR_TOKEN");
+        if (env && *env)
+            o->token = strdup(env);
+    }
+    return 0;
+}
+
+void pa_coll_options_free(struct pa_coll_options *o) {
+    free(o->token);
+    o->token = NULL;
+}

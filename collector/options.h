@@ -1,0 +1,30 @@
+/* options.h: the command line of pyagent-collector. */
+#ifndef PA_COLL_OPTIONS_H
+#define PA_COLL_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct pa_coll_options {
+    const char *listen;
+    const char *db;
+    int64_t retention;          /* seconds, 0 = forever */
+    int64_t retention_interval; /* seconds between retention passes, 0 = automatic */
+    uint64_t max_body;
+    uint64_t max_decompressed;
+    char *token; /* owned (read from --token or --token-file) */
+    unsigned threads;
+    enum pa_coll_sync sync;
+    unsigned grace_ms;
+    int help, version;
+};
+
+/* 0; 2 with msg for a usage error. */
+int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char *msg,
+                          size_t msglen);
+void pa_coll_options_free(struct pa_coll_options *o);
+extern const char pa_coll_usage[];
+
+#endif

@@ -1,0 +1,322 @@
+/* query.c: answering queries. Every read is "the series of APP whose labels match the
+ * selector, and their uploads overlapping [from, until)", merged into one profile by parsing
+ * the stored folded blobs into it; the formats then differ only in the encoder called. */
+#include "query.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "name.h"
+#include "report.h"
+#include "units.h"
+
+struct series_list {
+    struct pa_coll_series_info *v;
+    size_t n, cap;
+    const struct pa_coll_selector *sel; /* NULL: all */
+};
+
+static int collect_series(void *ctx, const struct pa_coll_series_info *s) {
+    struct series_list *l = ctx;
+    if (l->sel && !pa_coll_selector_matches(l->sel, s->labels))
+        return 0;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        struct pa_coll_series_info *v = realloc(l->v, l->cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        l->v = v;
+    }
+    struct pa_coll_series_info *d = &l->v[l->n++];
+    *d = *s;
+    d->app = strdup(s->app);
+    d->labels = strdup(s->labels);
+    return 0;
+}
+
+static void free_series(struct series_list *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free((char *)l->v[i].app);
+        free((char *)l->v[i].labels);
+    }
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* A time range from parameters (defaults: the last hour). 0, or 400 with msg. */
+static int time_range(const struct pa_coll_params *q, const char *fromkey, const char *untilkey,
+                      int64_t now, int64_t *from, int64_t *until, char *msg, size_t msglen) {
+    const char *f = pa_coll_param(q, fromkey), *u = pa_coll_param(q, untilkey);
+    if (pa_coll_parse_query_time(f ? f : "now-1h", now, 0, from) != 0) {
+        snprintf(msg, msglen, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", fromkey,
+                 f);
+        return 400;
+    }
+    if (pa_coll_parse_query_time(u ? u : "now", now, 1, until) != 0) {
+        snprintf(msg, msglen, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", untilkey,
+                 u);
+        return 400;
+    }
+    if (*until <= *from) {
+        snprintf(msg, msglen, "%s must be after %s", untilkey, fromkey);
+        return 400;
+    }
+    return 0;
+}
+
+struct merge_ctx {
+    pa_profile *p;
+    uint64_t uploads;
+    char *msg;
+    size_t msglen;
+};
+
+static int merge_row(void *ctx, const struct pa_coll_row *r) {
+    struct merge_ctx *m = ctx;
+    m->uploads++;
+    if (r->samples == 0)
+        return 0; /* an idle interval: nothing to add, and the parser rejects empty input */
+    pa_parse_stats stats;
+    pa_error err = {{0}};
+    if (pa_profile_parse_buffer(m->p, r->profile, r->profile_len, "stored profile", &stats, &err) !=
+        0) {
+        snprintf(m->msg, m->msglen, "a stored profile of series %" PRId64 " is unreadable: %s",
+                 r->series_id, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t from, int64_t until,
+                          pa_profile **out, uint64_t *uploads, char *msg, size_t msglen) {
+    struct pa_coll_selector sel;
+    int status = pa_coll_selector_parse(&sel, query, msg, msglen);
+    if (status) {
+        pa_coll_selector_free(&sel);
+        return status;
+    }
+    struct series_list l = {.sel = &sel};
+    if (pa_coll_store_series(st, sel.app, collect_series, &l, msg, msglen) != 0) {
+        pa_coll_selector_free(&sel);
+        free_series(&l);
+        return 500;
+    }
+    struct merge_ctx m = {.p = pa_profile_new(), .msg = msg, .msglen = msglen};
+    for (size_t i = 0; i < l.n && status == 0; i++)
+        if (pa_coll_store_scan(st, &l.v[i], from, until, merge_row, &m, msg, msglen) != 0)
+            status = 500;
+    pa_coll_selector_free(&sel);
+    free_series(&l);
+    if (status) {
+        pa_profile_free(m.p);
+        return status;
+    }
+    /* Headers of the stored uploads (pid, start, ...) describe single uploads, not the merge. */
+    *out = pa_profile_transform(m.p, &(pa_transform){0});
+    pa_profile_free(m.p);
+    if (uploads)
+        *uploads = m.uploads;
+    return 0;
+}
+
+static void json_kv_str(pa_buf *b, const char *key, const char *value) {
+    pa_buf_printf(b, "\"%s\":\"", key);
+    pa_buf_json_str(b, value, strlen(value));
+    pa_buf_puts(b, "\"");
+}
+
+/* {"k":"v",...} from a canonical label string. */
+static void json_labels(pa_buf *b, const char *labels) {
+    pa_buf_puts(b, "{");
+    const char *p = labels;
+    bool first = true;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (eq) {
+            pa_buf_puts(b, first ? "\"" : ",\"");
+            pa_buf_json_str(b, p, (size_t)(eq - p));
+            pa_buf_puts(b, "\":\"");
+            pa_buf_json_str(b, eq + 1, (size_t)(end - eq - 1));
+            pa_buf_puts(b, "\"");
+            first = false;
+        }
+        p = comma ? comma + 1 : end;
+    }
+    pa_buf_puts(b, "}");
+}
+
+void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                         struct pa_coll_response *r) {
+    (void)now;
+    char msg[512];
+    struct series_list l = {0};
+    if (pa_coll_store_series(st, pa_coll_param(q, "app"), collect_series, &l, msg, sizeof msg) !=
+        0) {
+        free_series(&l);
+        pa_coll_respond_text(r, 500, "%s", msg);
+        return;
+    }
+    pa_buf *b = &r->body;
+    r->status = 200;
+    r->content_type = "application/json";
+    pa_buf_puts(b, "{\"apps\":[");
+    for (size_t i = 0; i < l.n;) {
+        /* Series arrive ordered by app: one object per run of equal names. */
+        size_t j = i;
+        int64_t from = l.v[i].first_from, until = l.v[i].last_until;
+        uint64_t uploads = 0, samples = 0;
+        for (; j < l.n && strcmp(l.v[j].app, l.v[i].app) == 0; j++) {
+            from = l.v[j].first_from < from ? l.v[j].first_from : from;
+            until = l.v[j].last_until > until ? l.v[j].last_until : until;
+            uploads += l.v[j].uploads;
+            samples += l.v[j].samples;
+        }
+        pa_buf_puts(b, i ? ",{" : "{");
+        json_kv_str(b, "name", l.v[i].app);
+        pa_buf_printf(b,
+                      ",\"from\":%" PRId64 ",\"until\":%" PRId64 ",\"uploads\":%" PRIu64
+                      ",\"samples\":%" PRIu64 ",\"series\":[",
+                      from, until, uploads, samples);
+        for (size_t k = i; k < j; k++) {
+            pa_buf_puts(b, k > i ? ",{\"labels\":" : "{\"labels\":");
+            json_labels(b, l.v[k].labels);
+            pa_buf_printf(b,
+                          ",\"from\":%" PRId64 ",\"until\":%" PRId64 ",\"uploads\":%" PRIu64
+                          ",\"samples\":%" PRIu64 "}",
+                          l.v[k].first_from, l.v[k].last_until, l.v[k].uploads, l.v[k].samples);
+        }
+        pa_buf_puts(b, "]}");
+        i = j;
+    }
+    pa_buf_puts(b, "]}\n");
+    free_series(&l);
+}
+
+static const char *param_or(const struct pa_coll_params *q, const char *key, const char *dflt) {
+    const char *v = pa_coll_param(q, key);
+    return v && *v ? v : dflt;
+}
+
+void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                           struct pa_coll_response *r) {
+    char msg[512];
+    int64_t from, until;
+    const char *query = pa_coll_param(q, "query");
+    const char *format = param_or(q, "format", "html");
+    int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+    if (status) {
+        pa_coll_respond_text(r, status, "%s", msg);
+        return;
+    }
+    if (strcmp(format, "folded") && strcmp(format, "json") && strcmp(format, "html") &&
+        strcmp(format, "pprof") && strcmp(format, "speedscope") && strcmp(format, "svg")) {
+        pa_coll_respond_text(r, 400,
+                             "format: '%.32s' is not one of folded, json, html, svg, pprof, "
+                             "speedscope",
+                             format);
+        return;
+    }
+    pa_profile *p;
+    if ((status = pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg))) {
+        pa_coll_respond_text(r, status, "%s", msg);
+        return;
+    }
+    char title[1024];
+    snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);
+    r->status = 200;
+    if (strcmp(format, "folded") == 0) {
+        r->content_type = "text/plain; charset=utf-8";
+        pa_profile_encode_folded(p, &r->body);
+    } else if (strcmp(format, "json") == 0) {
+        r->content_type = "application/json";
+        pa_profile_encode_report_json(p, NULL, title, &r->body);
+    } else if (strcmp(format, "speedscope") == 0) {
+        r->content_type = "application/json";
+        r->disposition = "attachment; filename=\"profile.speedscope.json\"";
+        pa_profile_encode_speedscope(p, title, &r->body);
+    } else if (strcmp(format, "pprof") == 0) {
+        pa_error err;
+        r->content_type = "application/octet-stream";
+        r->disposition = "attachment; filename=\"profile.pb.gz\"";
+        if (pa_pprof_encode(p, 1, &r->body, &err) != 0)
+            pa_coll_respond_text(r, 500, "pprof: %s", err.msg);
+    } else {
+        pa_coll_report_flamegraph(p, title, strcmp(format, "svg") == 0, r);
+    }
+    pa_profile_free(p);
+}
+
+void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                         struct pa_coll_response *r) {
+    char msg[512];
+    const char *query = pa_coll_param(q, "query");
+    const char *lq = param_or(q, "leftQuery", query), *rq = param_or(q, "rightQuery", query);
+    const char *format = param_or(q, "format", "html");
+    if (strcmp(format, "html") && strcmp(format, "json")) {
+        pa_coll_respond_text(r, 400, "format: '%.32s' is not one of html, json", format);
+        return;
+    }
+    /* Each side's range defaults to from/until, which default to the last hour. */
+    int64_t from, until, lf, lu, rf, ru;
+    int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+    if (!status && pa_coll_param(q, "leftFrom"))
+        status = time_range(q, "leftFrom", "leftUntil", now, &lf, &lu, msg, sizeof msg);
+    else
+        lf = from, lu = until;
+    if (!status && pa_coll_param(q, "rightFrom"))
+        status = time_range(q, "rightFrom", "rightUntil", now, &rf, &ru, msg, sizeof msg);
+    else
+        rf = from, ru = until;
+    if (status) {
+        pa_coll_respond_text(r, status, "%s", msg);
+        return;
+    }
+    if (lq == NULL || rq == NULL) {
+        pa_coll_respond_text(r, 400, "query: give 'query', or 'leftQuery' and 'rightQuery'");
+        return;
+    }
+    pa_profile *left = NULL, *right = NULL;
+    status = pa_coll_query_profile(st, lq, lf, lu, &left, NULL, msg, sizeof msg);
+    if (!status)
+        status = pa_coll_query_profile(st, rq, rf, ru, &right, NULL, msg, sizeof msg);
+    if (status) {
+        pa_coll_respond_text(r, status, "%s", msg);
+    } else {
+        char title[2048];
+        snprintf(title, sizeof title,
+                 "%s %" PRId64 "..%" PRId64 " (baseline) vs %s %" PRId64 "..%" PRId64, lq, lf, lu,
+                 rq, rf, ru);
+        if (strcmp(format, "json") == 0) {
+            r->status = 200;
+            r->content_type = "application/json";
+            pa_profile_encode_report_json(right, left, title, &r->body);
+        } else {
+            pa_coll_report_diff(left, right, title, r);
+        }
+    }
+    pa_profile_free(left);
+    pa_profile_free(right);
+}
+
+void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                            struct pa_coll_response *r) {
+    char msg[512];
+    int64_t from, until;
+    const char *query = pa_coll_param(q, "query");
+    int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+    pa_profile *p = NULL;
+    if (!status)
+        status = pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg);
+    if (status) {
+        pa_coll_respond_text(r, status, "%s", msg);
+        return;
+    }
+    char title[1024];
+    snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);
+    pa_coll_report_heatmap(p, title, pa_coll_param(q, "file"), r);
+    pa_profile_free(p);
+}

@@ -1,0 +1,29 @@
+/* query.h: the read side of the collector — the application list, merged profiles of a time
+ * range and label filter (/render), diffs (/diff), line heatmaps (/heatmap) and the HTML
+ * index (/). Each handler reads its parameters and fills a response; the HTTP layer only
+ * sends it. */
+#ifndef PA_COLL_QUERY_H
+#define PA_COLL_QUERY_H
+
+#include <stdint.h>
+
+#include "http.h"
+#include "store.h"
+
+/* The merged profile of the series selected by query ("APP.cpu{k=v,...}") over
+ * [from, until). 0, or an HTTP status with msg. *uploads gets the number of uploads merged. */
+int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t from, int64_t until,
+                          pa_profile **out, uint64_t *uploads, char *msg, size_t msglen);
+
+void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                         struct pa_coll_response *r);
+void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                           struct pa_coll_response *r);
+void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                         struct pa_coll_response *r);
+void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                            struct pa_coll_response *r);
+void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
+                          struct pa_coll_response *r);
+
+#endif

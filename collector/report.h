@@ -1,0 +1,20 @@
+/* report.h: the HTML reports of the collector, drawn by the renderer's library so that a
+ * report from the server and one from `pyagent-render` are the same page. */
+#ifndef PA_COLL_REPORT_H
+#define PA_COLL_REPORT_H
+
+#include <stdbool.h>
+
+#include "http.h"
+#include "profile.h"
+
+void pa_coll_report_flamegraph(const pa_profile *p, const char *title, bool svg,
+                               struct pa_coll_response *r);
+/* Widths from current, colours from the change against baseline. */
+void pa_coll_report_diff(const pa_profile *baseline, const pa_profile *current, const char *title,
+                         struct pa_coll_response *r);
+/* The source-line heatmap: its index page, or the page of one file when file is set. */
+void pa_coll_report_heatmap(const pa_profile *p, const char *title, const char *file,
+                            struct pa_coll_response *r);
+
+#endif

@@ -1,0 +1,450 @@
+/* server.c: libmicrohttpd glue. One idea: everything a request needs is decided on its first
+ * callback (route, auth, declared size) or its last (the whole body is here), so the
+ * callbacks in between only append bytes under a hard limit. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "body.h"
+#include "http.h"
+#include "ingest.h"
+#include "query.h"
+
+struct pa_coll_server {
+    struct pa_coll_server_config cfg;
+    struct MHD_Daemon *d;
+    atomic_int inflight;
+};
+
+enum route { R_NOT_FOUND, R_INGEST, R_HEALTH, R_APPS, R_RENDER, R_DIFF, R_HEATMAP, R_INDEX };
+
+struct request {
+    enum route route;
+    uint8_t *body;
+    size_t len, cap;
+    bool too_big;
+    bool answered; /* a response was queued before the body was read */
+};
+
+void pa_coll_respond_text(struct pa_coll_response *r, int status, const char *fmt, ...) {
+    va_list ap;
+    char line[1024];
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    pa_buf_free(&r->body);
+    r->status = status;
+    r->content_type = "text/plain; charset=utf-8";
+    pa_buf_puts(&r->body, line);
+    pa_buf_puts(&r->body, "\n");
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, struct pa_coll_response *r,
+                                     bool ask_auth) {
+    /* The body's buffer passes to MHD, which frees it after sending. */
+    struct MHD_Response *resp =
+        r->body.data
+            ? MHD_create_response_from_buffer(r->body.len, r->body.data, MHD_RESPMEM_MUST_FREE)
+            : MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+    if (resp == NULL)
+        pa_buf_free(&r->body);
+    r->body = (pa_buf){0};
+    if (resp == NULL)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", r->content_type);
+    if (r->disposition)
+        MHD_add_response_header(resp, "Content-Disposition", r->disposition);
+    /* Reports embed data from uploads: forbid anything but their own inline code. */
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                            "'unsafe-inline'; img-src data:; connect-src 'self'");
+    if (ask_auth)
+        MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"pyagent-collector\"");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, bool ask_auth,
+                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, bool ask_auth,
+                                 const char *fmt, ...) {
+    va_list ap;
+    char line[1024];
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    struct pa_coll_response r = {0};
+    pa_coll_respond_text(&r, status, "%s", line);
+    return send_response(c, &r, ask_auth);
+}
+
+static enum route route_of(const char *url) {
+    static const struct {
+        const char *path;
+        enum route route;
+    } routes[] = {
+        {"/ingest", R_INGEST}, {"/healthz", R_HEALTH}, {"/api/apps", R_APPS},
+        {"/render", R_RENDER}, {"/diff", R_DIFF},      {"/heatmap", R_HEATMAP},
+        {"/", R_INDEX},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strcmp(url, routes[i].path) == 0)
+            return routes[i].route;
+    return R_NOT_FOUND;
+}
+
+static int b64val(int c) {
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+/* Decodes base64 into out (NUL-terminated); -1 on bad input or overflow. */
+static int b64decode(const char *in, char *out, size_t outlen) {
+    size_t n = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (; *in && *in != '='; in++) {
+        int v = b64val((unsigned char)*in);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 >= outlen)
+                return -1;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+/* Compares without an early exit, so response time does not reveal the token's prefix. */
+static bool same_secret(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char diff = na != nb;
+    for (size_t i = 0; i < na; i++)
+        diff |= (unsigned char)a[i] ^ (unsigned char)b[i % (nb ? nb : 1)];
+    return diff == 0;
+}
+
+/* Bearer TOKEN, or Basic with any user and TOKEN as the password (what Pyroscope clients
+ * send with PYROSCOPE_BASIC_AUTH_*, and what a browser asks for). */
+static bool authorized(const struct pa_coll_server *srv, struct MHD_Connection *c) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (h == NULL)
+        return false;
+    if (strncasecmp(h, "Bearer ", 7) == 0)
+        return same_secret(h + 7, srv->cfg.token);
+    if (strncasecmp(h, "Basic ", 6) == 0) {
+        char creds[1024];
+        if (b64decode(h + 6, creds, sizeof creds) != 0)
+            return false;
+        const char *colon = strchr(creds, ':');
+        return colon && same_secret(colon + 1, srv->cfg.token);
+    }
+    return false;
+}
+
+static const char *get_arg(void *ctx, const char *key) {
+    return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static const char *client_addr(struct MHD_Connection *c, char *buf, size_t len) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    buf[0] = '\0';
+    if (ci && ci->client_addr)
+        getnameinfo(ci->client_addr,
+                    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                           : sizeof(struct sockaddr_in),
+                    buf, (socklen_t)len, NULL, 0, NI_NUMERICHOST);
+    return buf;
+}
+
+static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connection *c,
+                                 struct request *rq) {
+    char msg[512] = "";
+    int status;
+    struct pa_coll_ingest_request in = {
+        .name = get_arg(c, "name"),
+        .from = get_arg(c, "from"),
+        .until = get_arg(c, "until"),
+        .sample_rate = get_arg(c, "sampleRate"),
+        .spy_name = get_arg(c, "spyName"),
+        .format = get_arg(c, "format"),
+        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+        .content_encoding = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding"),
+        .body = rq->body ? rq->body : (const uint8_t *)"",
+        .body_len = rq->len,
+        .max_decompressed = srv->cfg.max_decompressed,
+        .now = (int64_t)time(NULL),
+    };
+    struct pa_coll_ingest_result res;
+    status = pa_coll_ingest_decode(&in, &res, msg, sizeof msg);
+    if (status == 0) {
+        struct pa_coll_upload u = {
+            .app = res.series.app,
+            .labels = res.labels,
+            .from = res.from,
+            .until = res.until,
+            .samples = res.samples,
+            .stacks = res.stacks,
+            .sample_rate = res.sample_rate,
+            .spy_name = in.spy_name,
+            .dropped_lines = res.dropped_lines,
+            .profile = res.blob,
+            .profile_len = res.blob_len,
+        };
+        status = pa_coll_store_insert(srv->cfg.store, &u, msg, sizeof msg);
+    }
+    uint64_t dropped = res.dropped_lines;
+    pa_coll_ingest_result_free(&res);
+    free(rq->body);
+    rq->body = NULL;
+    if (status != 0) {
+        char addr[64];
+        fprintf(stderr, "pyagent-collector: ingest from %s rejected (%d): %s\n",
+                client_addr(c, addr, sizeof addr), status, msg);
+        return send_text(c, status, false, "%s", msg);
+    }
+    if (dropped)
+        return send_text(c, 200, false, "ok: dropped %llu line(s) longer than %d bytes",
+                         (unsigned long long)dropped, PA_COLL_MAX_LINE);
+    return send_text(c, 200, false, "ok");
+}
+
+static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection *c,
+                              enum route route) {
+    struct pa_coll_params q = {get_arg, c};
+    struct pa_coll_response r = {0};
+    int64_t now = (int64_t)time(NULL);
+    switch (route) {
+    case R_HEALTH:
+        pa_coll_respond_text(&r, 200, "ok");
+        break;
+    case R_APPS:
+        pa_coll_handle_apps(srv->cfg.store, &q, now, &r);
+        break;
+    case R_RENDER:
+        pa_coll_handle_render(srv->cfg.store, &q, now, &r);
+        break;
+    case R_DIFF:
+        pa_coll_handle_diff(srv->cfg.store, &q, now, &r);
+        break;
+    case R_HEATMAP:
+        pa_coll_handle_heatmap(srv->cfg.store, &q, now, &r);
+        break;
+    default:
+        pa_coll_handle_index(srv->cfg.store, &q, now, &r);
+        break;
+    }
+    return send_response(c, &r, false);
+}
+
+/* Answers a request on its first call: MHD then sends it without reading the body. */
+static enum MHD_Result reject(struct request *rq, struct MHD_Connection *c, int status,
+                              bool ask_auth, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result reject(struct request *rq, struct MHD_Connection *c, int status,
+                              bool ask_auth, const char *fmt, ...) {
+    va_list ap;
+    char line[1024];
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    rq->answered = true;
+    return send_text(c, status, ask_auth, "%s", line);
+}
+
+static enum MHD_Result first_call(struct pa_coll_server *srv, struct MHD_Connection *c,
+                                  const char *url, const char *method, struct request *rq) {
+    rq->route = route_of(url);
+    if (rq->route == R_NOT_FOUND)
+        return reject(rq, c, 404, false, "no such endpoint: %.200s (see docs/collector-api.md)",
+                      url);
+    if (srv->cfg.token && rq->route != R_HEALTH && !authorized(srv, c))
+        return reject(rq, c, 401, true,
+                      "unauthorized: send 'Authorization: Bearer TOKEN' (or Basic with the "
+                      "token as password)");
+    bool post = strcmp(method, "POST") == 0;
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (rq->route == R_INGEST ? !post : !get)
+        return reject(rq, c, 405, false, "method %.16s not allowed on %.200s (use %s)", method, url,
+                      rq->route == R_INGEST ? "POST" : "GET");
+    if (rq->route == R_INGEST) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > srv->cfg.max_body)
+            return reject(rq, c, 413, false, "body: %s bytes exceed the limit of %zu bytes", cl,
+                          srv->cfg.max_body);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+    (void)version;
+    struct pa_coll_server *srv = cls;
+    struct request *rq = *con_cls;
+    if (rq == NULL) {
+        if ((rq = calloc(1, sizeof *rq)) == NULL)
+            return MHD_NO;
+        *con_cls = rq;
+        atomic_fetch_add(&srv->inflight, 1);
+        return first_call(srv, c, url, method, rq);
+    }
+    /* A response queued on the first call ends the request: ignore any body. */
+    if (rq->answered) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (rq->route != R_INGEST || rq->too_big)
+            return MHD_YES;
+        if (rq->len + n > srv->cfg.max_body) {
+            /* Keep reading (and discarding) so the client gets a proper 413 at the end. */
+            rq->too_big = true;
+            free(rq->body);
+            rq->body = NULL;
+            return MHD_YES;
+        }
+        if (rq->len + n > rq->cap) {
+            size_t cap = rq->cap ? rq->cap : 65536;
+            while (cap < rq->len + n)
+                cap *= 2;
+            uint8_t *b = realloc(rq->body, cap);
+            if (b == NULL)
+                return MHD_NO;
+            rq->body = b;
+            rq->cap = cap;
+        }
+        memcpy(rq->body + rq->len, upload_data, n);
+        rq->len += n;
+        return MHD_YES;
+    }
+    if (rq->route == R_INGEST) {
+        if (rq->too_big)
+            return send_text(c, 413, false, "body: more than the limit of %zu bytes",
+                             srv->cfg.max_body);
+        return do_ingest(srv, c, rq);
+    }
+    return do_get(srv, c, rq->route);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    (void)toe;
+    struct pa_coll_server *srv = cls;
+    struct request *rq = *con_cls;
+    if (rq == NULL)
+        return;
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+    atomic_fetch_sub(&srv->inflight, 1);
+}
+
+int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sslen, char *msg,
+                         size_t msglen) {
+    char host[256];
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon[1] == '\0') {
+        snprintf(msg, msglen, "--listen: '%s' is not ADDR:PORT (e.g. 127.0.0.1:4040)", s);
+        return -1;
+    }
+    size_t hlen = (size_t)(colon - s);
+    const char *h = s;
+    if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']')
+        h++, hlen -= 2;
+    if (hlen >= sizeof host) {
+        snprintf(msg, msglen, "--listen: the address in '%s' is too long", s);
+        return -1;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535) {
+        snprintf(msg, msglen, "--listen: '%s' is not a port number (0-65535)", colon + 1);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai;
+    int rc = getaddrinfo(hlen ? host : "0.0.0.0", colon + 1, &hints, &ai);
+    if (rc != 0) {
+        snprintf(msg, msglen, "--listen: cannot resolve '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *sslen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_server_config *cfg,
+                         unsigned *port, char *msg, size_t msglen) {
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if (pa_coll_parse_listen(cfg->listen, &ss, &sslen, msg, msglen) != 0)
+        return -1;
+    struct pa_coll_server *srv = calloc(1, sizeof *srv);
+    if (srv == NULL)
+        return -1;
+    srv->cfg = *cfg;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    srv->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)256 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    if (srv->d == NULL) {
+        snprintf(msg, msglen, "cannot listen on %s (address in use or not available?)",
+                 cfg->listen);
+        free(srv);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port = di ? di->port : 0;
+    *out = srv;
+    return 0;
+}
+
+void pa_coll_server_stop(struct pa_coll_server *srv, unsigned grace_ms) {
+    MHD_socket ls = MHD_quiesce_daemon(srv->d);
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (unsigned waited = 0; atomic_load(&srv->inflight) > 0 && waited < grace_ms; waited += 10)
+        nanosleep(&tick, NULL);
+    MHD_stop_daemon(srv->d);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
+    free(srv);
+}

@@ -1,0 +1,89 @@
+/* store.h: the collector's SQLite database — one row per accepted upload, grouped into series
+ * (application name + canonical label string).
+ *
+ * Writes go through a single writer thread that commits whatever uploads are waiting in one
+ * transaction (group commit): pa_coll_store_insert returns only after the COMMIT that made
+ * its row durable, so an HTTP 200 is never sent for a row that a crash could take back, and
+ * one fsync serves every upload that arrived meanwhile. Reads open their own connections and
+ * never wait for the writer (WAL). */
+#ifndef PA_COLL_STORE_H
+#define PA_COLL_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pa_coll_store;
+
+enum pa_coll_sync { PA_SYNC_FULL, PA_SYNC_NORMAL };
+
+struct pa_coll_store_options {
+    enum pa_coll_sync sync;
+    int64_t retention;       /* seconds; 0 keeps everything */
+    int64_t retention_every; /* seconds between retention passes; 0 picks a default */
+};
+
+struct pa_coll_upload {
+    const char *app;
+    const char *labels; /* canonical "k=v,k2=v2" */
+    int64_t from, until;
+    uint64_t samples;
+    uint64_t stacks;
+    int64_t sample_rate;
+    const char *spy_name;
+    uint64_t dropped_lines;
+    const void *profile; /* gzip-compressed folded text */
+    size_t profile_len;
+};
+
+int pa_coll_store_open(struct pa_coll_store **out, const char *path,
+                       const struct pa_coll_store_options *opt, char *msg, size_t msglen);
+/* Stops the writer after the uploads already queued are committed, then closes. */
+void pa_coll_store_close(struct pa_coll_store *st);
+
+/* Queues the upload and waits for its COMMIT. 0, or 503 with msg (e.g. disk full). */
+int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *u, char *msg,
+                         size_t msglen);
+
+/* Runs one retention pass now (also done periodically by the writer): deletes uploads whose
+ * until is older than now - retention, forgets empty series, returns free pages to the file
+ * system. *deleted gets the number of uploads removed. */
+int pa_coll_store_retain(struct pa_coll_store *st, int64_t now, uint64_t *deleted);
+
+struct pa_coll_series_info {
+    int64_t id;
+    const char *app;
+    const char *labels;
+    int64_t first_from, last_until, max_span;
+    uint64_t uploads, samples;
+};
+
+/* Calls fn for each series (of app, or of every app when app is NULL), ordered by app and
+ * labels. A non-zero return from fn stops the walk. Returns 0 or -1 with msg. */
+int pa_coll_store_series(struct pa_coll_store *st, const char *app,
+                         int (*fn)(void *ctx, const struct pa_coll_series_info *s), void *ctx,
+                         char *msg, size_t msglen);
+
+struct pa_coll_row {
+    int64_t series_id;
+    int64_t from, until;
+    uint64_t samples;
+    const void *profile;
+    size_t profile_len;
+};
+
+/* Calls fn for every upload of the series that overlaps [from, until): an upload belongs to
+ * the range when it starts before `until` and ends after `from` (a zero-length upload when
+ * it starts inside), so back-to-back ranges never count an aligned upload twice. */
+int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_info *series,
+                       int64_t from, int64_t until,
+                       int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, char *msg,
+                       size_t msglen);
+
+/* Sample counts of the series in buckets of `step` seconds from `from` (for timelines):
+ * counts[i] += samples of uploads starting in [from + i*step, from + (i+1)*step). */
+int pa_coll_store_timeline(struct pa_coll_store *st, const struct pa_coll_series_info *series,
+                           int64_t from, int64_t step, size_t nbuckets, uint64_t *counts, char *msg,
+                           size_t msglen);
+
+#endif
