@@ -1,0 +1,162 @@
+/* Unit tests: whole ingest requests, from parameters and body to the stored profile. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "body.h"
+#include "ingest.h"
+#include "profile.h"
+
+static char msg[512];
+
+static struct pa_coll_ingest_request req(const char *body) {
+    return (struct pa_coll_ingest_request){
+        .name = "app.cpu{env=prod}",
+        .from = "1700000000",
+        .until = "1700000010",
+        .format = "folded",
+        .body = (const uint8_t *)body,
+        .body_len = strlen(body),
+        .max_decompressed = 1 << 20,
+        .now = 1700000100,
+    };
+}
+
+static void folded_upload_becomes_a_stored_profile(void **state) {
+    (void)state;
+    struct pa_coll_ingest_request rq = req("a;b 3\na;c 4\na;b 1\n");
+    struct pa_coll_ingest_result res;
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+    assert_string_equal(res.series.app, "app.cpu");
+    assert_string_equal(res.labels, "env=prod");
+    assert_int_equal(res.from, 1700000000);
+    assert_int_equal(res.until, 1700000010);
+    assert_int_equal(res.samples, 8);
+    assert_int_equal(res.sample_rate, 100);
+    /* The blob is gzip'd folded text holding the same samples. */
+    pa_profile *p = pa_profile_new();
+    pa_parse_stats st;
+    pa_error err;
+    assert_int_equal(pa_profile_parse_buffer(p, res.blob, res.blob_len, "blob", &st, &err), 0);
+    assert_int_equal(pa_profile_total(p), 8);
+    assert_int_equal(pa_profile_stack_count(p), 2);
+    pa_profile_free(p);
+    pa_coll_ingest_result_free(&res);
+}
+
+static void pprof_upload_gzip_or_plain(void **state) {
+    (void)state;
+    pa_profile *src = pa_profile_new();
+    const char *s1[] = {"main (app.py:3)", "work (app.py:9)"};
+    pa_profile_add_stack(src, s1, 2, 7);
+    pa_buf plain = {0}, gz = {0};
+    pa_error err;
+    assert_int_equal(pa_pprof_encode(src, 0, &plain, &err), 0);
+    assert_int_equal(pa_pprof_encode(src, 1, &gz, &err), 0);
+    for (int i = 0; i < 2; i++) {
+        pa_buf *b = i ? &gz : &plain;
+        struct pa_coll_ingest_request rq = req("");
+        rq.format = "pprof";
+        rq.body = (const uint8_t *)b->data;
+        rq.body_len = b->len;
+        struct pa_coll_ingest_result res;
+        assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+        assert_int_equal(res.samples, 7);
+        pa_coll_ingest_result_free(&res);
+    }
+    pa_buf_free(&plain);
+    pa_buf_free(&gz);
+    pa_profile_free(src);
+}
+
+static void content_encoding_gzip_folded(void **state) {
+    (void)state;
+    const char *text = "x;y 5\n";
+    uint8_t *gz;
+    size_t gzlen;
+    assert_int_equal(pa_coll_gzip((const uint8_t *)text, strlen(text), &gz, &gzlen), 0);
+    struct pa_coll_ingest_request rq = req("");
+    rq.body = gz;
+    rq.body_len = gzlen;
+    struct pa_coll_ingest_result res;
+    /* Without the header, like Pyroscope: a 422 that says why. */
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 422);
+    assert_non_null(strstr(msg, "Content-Encoding"));
+    pa_coll_ingest_result_free(&res);
+    rq.content_encoding = "gzip";
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+    assert_int_equal(res.samples, 5);
+    pa_coll_ingest_result_free(&res);
+    rq.content_encoding = "br";
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 415);
+    pa_coll_ingest_result_free(&res);
+    free(gz);
+}
+
+static void bad_requests_get_their_status(void **state) {
+    (void)state;
+    struct {
+        const char *name, *from, *until, *rate, *format, *body;
+        int status;
+    } cases[] = {
+        {"bad name.cpu", "1", "2", NULL, NULL, "a 1\n", 400},
+        {"a.cpu", "abc", "2", NULL, NULL, "a 1\n", 400},
+        {"a.cpu", "5", "2", NULL, NULL, "a 1\n", 400},
+        {"a.cpu", "1", "2", "0", NULL, "a 1\n", 400},
+        {"a.cpu", "1", "2", "1e3", NULL, "a 1\n", 400},
+        {"a.cpu", "1", "2", NULL, "jfr", "a 1\n", 415},
+        {"a.cpu", "1", "2", NULL, NULL, "not a profile\n", 422},
+        {"a.cpu", "1", "2", NULL, NULL, "a;b 1\ngarbage\n", 422},
+        {"a.cpu", "1", "2", NULL, "pprof", "\xff\xff\xff\xff", 422},
+        {"a.cpu", "1", "2", NULL, NULL, "", 0},
+        {"a.cpu", "1", "2", NULL, "whatever", "a 1\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct pa_coll_ingest_request rq = req(cases[i].body);
+        rq.name = cases[i].name;
+        rq.from = cases[i].from;
+        rq.until = cases[i].until;
+        rq.sample_rate = cases[i].rate;
+        rq.format = cases[i].format;
+        struct pa_coll_ingest_result res;
+        msg[0] = '\0';
+        int status = pa_coll_ingest_decode(&rq, &res, msg, sizeof msg);
+        if (status != cases[i].status)
+            fail_msg("case %zu: status %d (%s), expected %d", i, status, msg, cases[i].status);
+        if (status)
+            assert_true(strlen(msg) > 5);
+        pa_coll_ingest_result_free(&res);
+    }
+}
+
+static void long_lines_are_dropped_not_fatal(void **state) {
+    (void)state;
+    size_t big = 70000;
+    char *body = malloc(big + 32);
+    strcpy(body, "ok;stack 2\n");
+    size_t n = strlen(body);
+    memset(body + n, 'f', big);
+    strcpy(body + n + big, " 9\n");
+    struct pa_coll_ingest_request rq = req(body);
+    struct pa_coll_ingest_result res;
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+    assert_int_equal(res.samples, 2);
+    assert_int_equal(res.dropped_lines, 1);
+    pa_coll_ingest_result_free(&res);
+    free(body);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(folded_upload_becomes_a_stored_profile),
+        cmocka_unit_test(pprof_upload_gzip_or_plain),
+        cmocka_unit_test(content_encoding_gzip_folded),
+        cmocka_unit_test(bad_requests_get_their_status),
+        cmocka_unit_test(long_lines_are_dropped_not_fatal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
