@@ -1,0 +1,285 @@
+/* codecache.c: the code-object cache, the string arena and line-table decoding.
+ *
+ * SIGNAL-HANDLER SIDE (pa_code_lookup, pa_code_line and everything static they call): no
+ * malloc, no locks, no stdio. All interpreter memory is read under the caller's fault guard.
+ *
+ * The cache is an open-addressing array keyed by code address. A slot goes EMPTY -> FILLING
+ * (claimed by CAS) -> READY (published with release order). A reader that meets a FILLING
+ * slot moves on and may add a second entry for the same code object: duplicates are
+ * harmless, names are compared as strings when the profile is written. */
+#include "codecache.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "guard.h"
+
+enum { SLOT_EMPTY = 0, SLOT_FILLING = 1, SLOT_READY = 2 };
+enum { MAX_PROBE = 64, NAME_MAX_CHARS = 200, FILE_MAX_CHARS = 1000 };
+
+struct code_entry {
+    _Atomic uint32_t state;
+    int32_t firstlineno;
+    uintptr_t code;
+    /* Validation: the same address with other names or another line table is another code
+     * object. */
+    uintptr_t filename_obj, name_obj, linetable_obj;
+    uint32_t qualname_off, filename_off; /* into the arena */
+};
+
+static struct code_entry *slots;
+static uint32_t slot_mask;
+static char *arena;
+static uint32_t arena_size;
+static _Atomic uint32_t arena_used = 1; /* offset 0 means "none" */
+unsigned long pa_code_cache_full;
+
+int pa_code_cache_init(unsigned capacity_log2, unsigned arena_bytes) {
+    if (slots)
+        return 0;
+    size_t n = (size_t)1 << capacity_log2;
+    /* MAP_NORESERVE and lazy touch: untouched pages cost no memory. */
+    void *s = mmap(NULL, n * sizeof *slots, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *a = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (s == MAP_FAILED || a == MAP_FAILED) {
+        if (s != MAP_FAILED)
+            munmap(s, n * sizeof *slots);
+        if (a != MAP_FAILED)
+            munmap(a, arena_bytes);
+        return -1;
+    }
+    slots = s;
+    slot_mask = (uint32_t)(n - 1);
+    arena = a;
+    arena_size = arena_bytes;
+    return 0;
+}
+
+static inline uint32_t hash_ptr(uintptr_t p) {
+    uint64_t x = (uint64_t)p >> 4;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+static inline int is_type(uintptr_t obj, uintptr_t type) {
+    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + 8) == type; /* ob_type */
+}
+
+/* Appends UTF-8 for code point c to out (cap bytes left); returns bytes written or 0. */
+static unsigned put_utf8(char *out, unsigned cap, uint32_t c) {
+    if (c < 0x80 && cap >= 1) {
+        /* Names become frame names: keep the folded line parseable. */
+        out[0] = (c == ';') ? ':' : (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        return 1;
+    }
+    if (c < 0x800 && cap >= 2) {
+        out[0] = (char)(0xc0 | (c >> 6));
+        out[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c >= 0xd800 && c < 0xe000) /* lone surrogate: not representable in UTF-8 */
+        return put_utf8(out, cap, '?');
+    if (c < 0x10000 && cap >= 3) {
+        out[0] = (char)(0xe0 | (c >> 12));
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    if (c < 0x110000 && cap >= 4) {
+        out[0] = (char)(0xf0 | (c >> 18));
+        out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+        out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[3] = (char)(0x80 | (c & 0x3f));
+        return 4;
+    }
+    return 0;
+}
+
+/* Copies a str object into the arena as NUL-terminated UTF-8; returns its offset or 0. */
+static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned max_chars) {
+    const struct pa_layout *l = &py->layout;
+    if (!is_type(s, py->unicode_type))
+        return 0;
+    uint32_t state = PA_READ(uint32_t, s + l->u_state);
+    long len = PA_READ(long, s + l->u_length);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || len < 0 || (kind != 1 && kind != 2 && kind != 4))
+        return 0;
+    uintptr_t data = s + (ascii ? l->u_ascii_size : l->u_compact_size);
+    unsigned n = len > (long)max_chars ? max_chars : (unsigned)len;
+    unsigned need = n * 4 + 1; /* worst case UTF-8 */
+    uint32_t off = atomic_fetch_add_explicit(&arena_used, need, memory_order_relaxed);
+    if ((uint64_t)off + need > arena_size)
+        return 0;
+    char *out = arena + off;
+    unsigned w = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t c = kind == 1   ? PA_READ(uint8_t, data + i)
+                     : kind == 2 ? PA_READ(uint16_t, data + 2 * i)
+                                 : PA_READ(uint32_t, data + 4 * i);
+        w += put_utf8(out + w, need - 1 - w, c);
+    }
+    out[w] = 0;
+    return off;
+}
+
+uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
+    const struct pa_layout *l = &py->layout;
+    if (!slots || !is_type(code, py->code_type))
+        return PA_SYN_UNKNOWN;
+    uintptr_t filename = PA_READ(uintptr_t, code + l->co_filename);
+    uintptr_t name = PA_READ(uintptr_t, code + (l->co_qualname ? l->co_qualname : l->co_name));
+    uintptr_t linetable = PA_READ(uintptr_t, code + l->co_linetable);
+    int32_t firstlineno = PA_READ(int32_t, code + l->co_firstlineno);
+    uint32_t h = hash_ptr(code);
+    for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
+        uint32_t i = (h + probe) & slot_mask;
+        struct code_entry *e = &slots[i];
+        uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+        if (st == SLOT_READY) {
+            if (e->code == code && e->filename_obj == filename && e->name_obj == name &&
+                e->linetable_obj == linetable && e->firstlineno == firstlineno)
+                return PA_SYN_FIRST_CODE + i;
+            continue;
+        }
+        if (st != SLOT_EMPTY)
+            continue; /* another thread is filling it */
+        uint32_t expected = SLOT_EMPTY;
+        if (!atomic_compare_exchange_strong_explicit(&e->state, &expected, SLOT_FILLING,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        e->code = code;
+        e->filename_obj = filename;
+        e->name_obj = name;
+        e->linetable_obj = linetable;
+        e->firstlineno = firstlineno;
+        /* If a read below faults, the guard jumps out and this slot stays FILLING forever:
+         * one slot lost, never a wrong name. */
+        e->qualname_off = arena_put_str(py, name, NAME_MAX_CHARS);
+        e->filename_off = arena_put_str(py, filename, FILE_MAX_CHARS);
+        atomic_store_explicit(&e->state, SLOT_READY, memory_order_release);
+        return PA_SYN_FIRST_CODE + i;
+    }
+    pa_code_cache_full++;
+    return PA_SYN_UNKNOWN;
+}
+
+const char *pa_code_qualname(uint32_t id) {
+    const struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
+    return e->qualname_off ? arena + e->qualname_off : "<unnamed>";
+}
+
+const char *pa_code_filename(uint32_t id) {
+    const struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
+    return e->filename_off ? arena + e->filename_off : "<unknown file>";
+}
+
+/* ---- line tables ------------------------------------------------------------------------ */
+
+/* Reads the bytes object at obj: *data and *size, or returns 0. */
+static int bytes_of(const struct pa_python *py, uintptr_t obj, uintptr_t *data, long *size) {
+    if (!is_type(obj, py->bytes_type))
+        return 0;
+    *size = PA_READ(long, obj + py->layout.b_size);
+    *data = obj + py->layout.b_sval;
+    return *size >= 0 && *size < (1L << 26);
+}
+
+/* 3.8-3.9 co_lnotab: (byte offset increment, signed line increment) pairs. */
+static int line_lnotab(uintptr_t tab, long size, int line, long target) {
+    long addr = 0;
+    for (long i = 0; i + 1 < size; i += 2) {
+        addr += PA_READ(uint8_t, tab + i);
+        if (addr > target)
+            break;
+        line += (int8_t)PA_READ(uint8_t, tab + i + 1);
+    }
+    return line;
+}
+
+/* 3.10 co_linetable: (byte length, signed line delta) pairs; delta -128 means "no line". */
+static int line_310(uintptr_t tab, long size, int line, long target) {
+    long addr = 0;
+    for (long i = 0; i + 1 < size; i += 2) {
+        unsigned sdelta = PA_READ(uint8_t, tab + i);
+        int ldelta = (int8_t)PA_READ(uint8_t, tab + i + 1);
+        long end = addr + sdelta;
+        if (ldelta != -128)
+            line += ldelta;
+        if (target >= addr && target < end)
+            return ldelta == -128 ? -1 : line;
+        addr = end;
+    }
+    return -1;
+}
+
+/* 3.11+ location table: entries of (code, length in code units) with varint payloads. */
+static unsigned read_varint(uintptr_t tab, long size, long *i) {
+    unsigned v = 0, shift = 0;
+    while (*i < size && shift < 32) {
+        unsigned b = PA_READ(uint8_t, tab + (*i)++);
+        v |= (b & 63) << shift;
+        shift += 6;
+        if (!(b & 64))
+            break;
+    }
+    return v;
+}
+
+static int read_svarint(uintptr_t tab, long size, long *i) {
+    unsigned v = read_varint(tab, size, i);
+    return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+}
+
+static int line_locations(uintptr_t tab, long size, int line, long target_units) {
+    long addr = 0, i = 0;
+    while (i < size) {
+        unsigned first = PA_READ(uint8_t, tab + i++);
+        if (!(first & 0x80))
+            return -1; /* lost sync: garbage table */
+        unsigned code = (first >> 3) & 15;
+        long len = (first & 7) + 1;
+        int has_line = 1;
+        if (code == 15) {
+            has_line = 0;
+        } else if (code == 14) {
+            line += read_svarint(tab, size, &i);
+            read_varint(tab, size, &i); /* end line delta */
+            read_varint(tab, size, &i); /* column + 1 */
+            read_varint(tab, size, &i); /* end column + 1 */
+        } else if (code == 13) {
+            line += read_svarint(tab, size, &i);
+        } else if (code >= 10) {
+            line += (int)code - 10;
+            i += 2; /* start and end columns */
+        } else {
+            i += 1; /* column byte */
+        }
+        if (target_units >= addr && target_units < addr + len)
+            return has_line ? line : -1;
+        addr += len;
+    }
+    return -1;
+}
+
+int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes) {
+    const struct pa_layout *l = &py->layout;
+    uintptr_t tab;
+    long size;
+    if (offset_bytes < 0 || !bytes_of(py, PA_READ(uintptr_t, code + l->co_linetable), &tab, &size))
+        return -1;
+    int first = PA_READ(int32_t, code + l->co_firstlineno);
+    switch (l->line_kind) {
+    case PA_LINE_LNOTAB:
+        return line_lnotab(tab, size, first, offset_bytes);
+    case PA_LINE_TABLE310:
+        return line_310(tab, size, first, offset_bytes);
+    default:
+        return line_locations(tab, size, first, offset_bytes / 2);
+    }
+}

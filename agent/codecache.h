@@ -1,0 +1,41 @@
+/* codecache.h: code object -> (qualified name, file name), resolved once per code object.
+ *
+ * SIGNAL-HANDLER SIDE for pa_code_lookup: the first sample that meets a code object copies
+ * its names out of interpreter memory into a lock-free, append-only arena; later samples find
+ * the entry by address and validate it (the object at that address may have been freed and
+ * another allocated there). Entries are never changed once published, so the agent thread
+ * can read them at any time without locks. */
+#ifndef PA_CODECACHE_H
+#define PA_CODECACHE_H
+
+#include <stdint.h>
+
+#include "pyversions.h"
+
+/* Frame ids below this are synthetic frames; code entries start here. */
+enum pa_synthetic {
+    PA_SYN_UNKNOWN = 1,   /* <unknown>: a frame we could not read */
+    PA_SYN_TRUNCATED = 2, /* <truncated>: deeper frames cut off at the depth limit */
+    PA_SYN_NO_PYTHON = 3, /* <no Python frames>: a thread with no Python stack */
+    PA_SYN_FIRST_CODE = 16,
+};
+
+/* Must be called once in normal context before any lookup; 0 or -1 (mmap failed). */
+int pa_code_cache_init(unsigned capacity_log2, unsigned arena_bytes);
+
+/* Signal-safe. Returns the frame id of the code object, or PA_SYN_UNKNOWN (unreadable, or
+ * the cache or arena is full: counted in pa_code_cache_full). Must run under the fault
+ * guard. */
+uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code);
+
+/* Normal context: names of a frame id (valid ids only); strings live as long as the process. */
+const char *pa_code_qualname(uint32_t id);
+const char *pa_code_filename(uint32_t id);
+
+/* Signal-safe: the line executed at the given instruction offset (in bytes from the start of
+ * the bytecode) of a live code object, or -1 when the table says "no line". Under the guard. */
+int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes);
+
+extern unsigned long pa_code_cache_full;
+
+#endif

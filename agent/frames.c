@@ -1,0 +1,162 @@
+/* frames.c: from the interrupted thread to its frames.
+ *
+ * SIGNAL-HANDLER SIDE: everything here runs inside the SIGPROF handler. No malloc, no locks,
+ * no stdio; every interpreter pointer is read under the fault guard and validated (alignment,
+ * ob_type) before use.
+ *
+ * Whose thread state: not the GIL holder's. Where the version has the GIL-state TSS key
+ * (3.8-3.14), pthread_getspecific() gives this OS thread's own PyThreadState (glibc's
+ * implementation is a lock-free array read). 3.15 keeps it only in a C thread-local we cannot
+ * see, so the interpreter's thread list is searched for our pthread id, with the last answer
+ * cached per thread. */
+#include "frames.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "codecache.h"
+#include "guard.h"
+
+unsigned pa_walk_inject_every;
+static _Atomic unsigned inject_counter;
+
+static __thread uintptr_t cached_tstate __attribute__((tls_model("initial-exec")));
+
+static uintptr_t main_interp(const struct pa_python *py) {
+    return PA_READ(uintptr_t, py->runtime + py->layout.rt_interpreters_head);
+}
+
+static uintptr_t find_tstate(const struct pa_python *py) {
+    const struct pa_layout *l = &py->layout;
+    uintptr_t self = (uintptr_t)pthread_self();
+    if (l->rt_tss_key) {
+        unsigned key = PA_READ(unsigned, py->runtime + l->rt_tss_key + sizeof(int));
+        if (key >= 1024)
+            return 0;
+        uintptr_t ts = (uintptr_t)pthread_getspecific((pthread_key_t)key);
+        if (ts && pa_aligned(ts, 8) && PA_READ(uintptr_t, ts + l->ts_thread_id) == self)
+            return ts;
+        return 0;
+    }
+    uintptr_t interp = main_interp(py);
+    uintptr_t ts = cached_tstate;
+    if (ts && PA_READ(uintptr_t, ts + l->ts_thread_id) == self &&
+        PA_READ(uintptr_t, ts + l->ts_interp) == interp)
+        return ts;
+    cached_tstate = 0;
+    if (!pa_aligned(interp, 8))
+        return 0;
+    ts = PA_READ(uintptr_t, interp + l->is_threads_head);
+    for (int n = 0; ts && n < 4096; n++) {
+        if (!pa_aligned(ts, 8))
+            return 0;
+        if (PA_READ(uintptr_t, ts + l->ts_thread_id) == self) {
+            cached_tstate = ts;
+            return ts;
+        }
+        ts = PA_READ(uintptr_t, ts + l->ts_next);
+    }
+    return 0;
+}
+
+/* The innermost frame of a thread state, per version. */
+static uintptr_t top_frame(const struct pa_python *py, uintptr_t ts) {
+    const struct pa_layout *l = &py->layout;
+    uintptr_t f = PA_READ(uintptr_t, ts + l->ts_frame);
+    if (l->frame_kind == PA_PYFRAME_INTERP && f) /* 3.11-3.12: through the C frame */
+        f = pa_aligned(f, 8) ? PA_READ(uintptr_t, f + l->cframe_current_frame) : 0;
+    return f;
+}
+
+/* Reads one frame: its code object and instruction offset in bytes. Returns 1 for a Python
+ * frame to record, 0 for a frame to skip (shim, incomplete), -1 for garbage. */
+static int read_frame(const struct pa_python *py, uintptr_t f, uintptr_t *code, long *offset) {
+    const struct pa_layout *l = &py->layout;
+    if (!pa_aligned(f, 8))
+        return -1;
+    if (l->frame_kind == PA_PYFRAME_OBJECT) {
+        *code = PA_READ(uintptr_t, f + l->fr_code);
+        int lasti = PA_READ(int, f + l->fr_lasti_or_instr);
+        /* 3.10 counts code units, 3.8-3.9 bytes; -1 means "not started". */
+        *offset = l->line_kind == PA_LINE_TABLE310 ? (long)lasti * 2 : (long)lasti;
+        if (*offset < 0)
+            *offset = 0;
+        return 1;
+    }
+    unsigned owner = PA_READ(uint8_t, f + l->fr_owner);
+    if (owner >= l->owner_skip)
+        return 0;
+    /* 3.14+ tags the low bits of f_executable (_PyStackRef); code objects are 8-aligned. */
+    *code = PA_READ(uintptr_t, f + l->fr_code) & ~(uintptr_t)7;
+    if (*code == 0)
+        return 0;
+    uintptr_t instr = PA_READ(uintptr_t, f + l->fr_lasti_or_instr);
+    uintptr_t start = *code + l->co_code_adaptive;
+    if (instr < start)
+        return owner == 1 ? 1 : 0; /* incomplete frame (not yet at its first instruction) */
+    *offset = (long)(instr - start);
+    if (*offset > (1L << 24))
+        return -1;
+    int first_traceable = PA_READ(int, *code + l->co_firsttraceable);
+    if (owner != 1 /* generator */ && *offset < (long)first_traceable * 2)
+        return 0; /* incomplete: still in the frame's prologue */
+    return 1;
+}
+
+int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
+                        struct pa_walk_counts *counts) {
+    const struct pa_layout *l = &py->layout;
+    volatile int depth = 0;
+    sigjmp_buf env;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0)) {
+        /* A read faulted: the frame being read (or the chain beyond it) is gone. */
+        counts->unreadable++;
+        out[depth].id = PA_SYN_UNKNOWN;
+        out[depth].line = 0;
+        return depth + 1;
+    }
+    uintptr_t ts = find_tstate(py);
+    uintptr_t f = ts ? top_frame(py, ts) : 0;
+    if (pa_walk_inject_every &&
+        atomic_fetch_add_explicit(&inject_counter, 1, memory_order_relaxed) %
+                pa_walk_inject_every ==
+            0 &&
+        f)
+        f = 0x10; /* the first page is never mapped */
+    while (f) {
+        if (depth == max - 1) {
+            counts->truncated++;
+            out[depth].id = PA_SYN_TRUNCATED;
+            out[depth].line = 0;
+            depth++;
+            break;
+        }
+        uintptr_t code = 0;
+        long offset = 0;
+        int r = read_frame(py, f, &code, &offset);
+        if (r < 0) {
+            counts->unreadable++;
+            out[depth].id = PA_SYN_UNKNOWN;
+            out[depth].line = 0;
+            depth++;
+            break;
+        }
+        if (r > 0) {
+            uint32_t id = pa_code_lookup(py, code);
+            out[depth].id = id;
+            out[depth].line = id == PA_SYN_UNKNOWN ? 0 : pa_code_line(py, code, offset);
+            if (id == PA_SYN_UNKNOWN)
+                counts->unreadable++;
+            depth++;
+        }
+        f = PA_READ(uintptr_t, f + l->fr_back);
+    }
+    pa_guard_env = 0;
+    if (depth == 0) {
+        out[0].id = PA_SYN_NO_PYTHON;
+        out[0].line = 0;
+        depth = 1;
+    }
+    return depth;
+}

@@ -1,0 +1,146 @@
+/* layout_probe.c: compiled once per CPython version against that version's own headers
+ * (scripts/gen_layouts.sh), it prints the row of agent/pylayouts.inc for that version.
+ * It is never linked into the agent: the agent must not depend on Python headers. */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <frameobject.h>
+#include <stddef.h>
+#include <stdio.h>
+#if PY_VERSION_HEX >= 0x03090000
+#include <internal/pycore_runtime.h>
+#include <internal/pycore_interp.h>
+#else
+#include <internal/pycore_pystate.h>
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_frame.h>
+#include <internal/pycore_code.h>
+#endif
+
+#define OFF(type, field) ((unsigned)offsetof(type, field))
+
+int main(void) {
+    unsigned rt_tss, ts_frame, cframe_cur = 0, native_tid = 0, fr_back, fr_code, fr_instr;
+    unsigned fr_owner = 0, co_qualname = 0, co_linetable, co_code = 0, co_adaptive = 0;
+    unsigned co_firsttraceable = 0, owner_skip = 0xff, frame_kind, line_kind;
+#if PY_VERSION_HEX >= 0x030F0000
+    rt_tss = 0; /* 3.15 keeps the GIL-state thread state in a C thread-local only */
+#elif PY_VERSION_HEX >= 0x030C0000
+    rt_tss = OFF(_PyRuntimeState, autoTSSkey);
+#else
+    rt_tss = OFF(_PyRuntimeState, gilstate) + OFF(struct _gilstate_runtime_state, autoTSSkey);
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+    native_tid = OFF(PyThreadState, native_thread_id);
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    ts_frame = OFF(PyThreadState, current_frame);
+#elif PY_VERSION_HEX >= 0x030B0000
+    ts_frame = OFF(PyThreadState, cframe);
+    cframe_cur = OFF(_PyCFrame, current_frame);
+#else
+    ts_frame = OFF(PyThreadState, frame);
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+    fr_back = OFF(_PyInterpreterFrame, previous);
+    fr_owner = OFF(_PyInterpreterFrame, owner);
+    co_qualname = OFF(PyCodeObject, co_qualname);
+    co_linetable = OFF(PyCodeObject, co_linetable);
+    co_adaptive = OFF(PyCodeObject, co_code_adaptive);
+    co_firsttraceable = OFF(PyCodeObject, _co_firsttraceable);
+    line_kind = 2;
+#if PY_VERSION_HEX >= 0x030D0000
+    fr_code = OFF(_PyInterpreterFrame, f_executable);
+    fr_instr = OFF(_PyInterpreterFrame, instr_ptr);
+    frame_kind = 3;
+#else
+    fr_code = OFF(_PyInterpreterFrame, f_code);
+    fr_instr = OFF(_PyInterpreterFrame, prev_instr);
+    frame_kind = 2;
+#endif
+    /* Frames owned by the C stack (3.12, 3.13) or the interpreter (3.14+) are shims, not
+     * Python code: both sit at the top of the owner enumeration. */
+#if PY_VERSION_HEX >= 0x030E0000
+    owner_skip = FRAME_OWNED_BY_INTERPRETER;
+#elif PY_VERSION_HEX >= 0x030C0000
+    owner_skip = FRAME_OWNED_BY_CSTACK;
+#endif
+#else
+    fr_back = OFF(PyFrameObject, f_back);
+    fr_code = OFF(PyFrameObject, f_code);
+    fr_instr = OFF(PyFrameObject, f_lasti);
+    co_code = OFF(PyCodeObject, co_code);
+    frame_kind = 1;
+#if PY_VERSION_HEX >= 0x030A0000
+    co_linetable = OFF(PyCodeObject, co_linetable);
+    line_kind = 1;
+#else
+    co_linetable = OFF(PyCodeObject, co_lnotab);
+    line_kind = 0;
+#endif
+#endif
+    printf("    /* 3.%d */\n", PY_MINOR_VERSION);
+    printf("    {.minor = %d,\n", PY_MINOR_VERSION);
+    printf("     .frame_kind = %u, .line_kind = %u, .owner_skip = %u,\n", frame_kind, line_kind,
+           owner_skip);
+#if PY_VERSION_HEX >= 0x03090000
+    unsigned rt_finalizing = OFF(_PyRuntimeState, _finalizing);
+#else
+    unsigned rt_finalizing = OFF(_PyRuntimeState, finalizing);
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+    unsigned is_threads_head = OFF(PyInterpreterState, threads.head);
+#else
+    unsigned is_threads_head = OFF(PyInterpreterState, tstate_head);
+#endif
+    printf("     .rt_finalizing = %u, .rt_interpreters_head = %u, .rt_tss_key = %u,\n",
+           rt_finalizing, OFF(_PyRuntimeState, interpreters.head), rt_tss);
+    printf("     .is_next = %u, .is_threads_head = %u,\n", OFF(PyInterpreterState, next),
+           is_threads_head);
+    printf("     .ts_next = %u, .ts_interp = %u, .ts_frame = %u, .cframe_current_frame = %u,\n",
+           OFF(PyThreadState, next), OFF(PyThreadState, interp), ts_frame, cframe_cur);
+    printf("     .ts_thread_id = %u, .ts_native_thread_id = %u,\n", OFF(PyThreadState, thread_id),
+           native_tid);
+    printf("     .fr_back = %u, .fr_code = %u, .fr_lasti_or_instr = %u, .fr_owner = %u,\n", fr_back,
+           fr_code, fr_instr, fr_owner);
+    printf("     .co_filename = %u, .co_name = %u, .co_qualname = %u, .co_firstlineno = %u,\n",
+           OFF(PyCodeObject, co_filename), OFF(PyCodeObject, co_name), co_qualname,
+           OFF(PyCodeObject, co_firstlineno));
+    printf("     .co_linetable = %u, .co_code = %u, .co_code_adaptive = %u, "
+           ".co_firsttraceable = %u,\n",
+           co_linetable, co_code, co_adaptive, co_firsttraceable);
+    printf("     .u_state = %u, .u_length = %u, .u_ascii_size = %u, .u_compact_size = %u,\n",
+           OFF(PyASCIIObject, state), OFF(PyASCIIObject, length), (unsigned)sizeof(PyASCIIObject),
+           (unsigned)sizeof(PyCompactUnicodeObject));
+    printf("     .b_size = %u, .b_sval = %u,\n", OFF(PyVarObject, ob_size),
+           OFF(PyBytesObject, ob_sval));
+#if PY_VERSION_HEX >= 0x030D0000
+    /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the
+     * agent can read the live interpreter's own offsets and prefer them to this table. */
+#define DBG(field) ((unsigned)(offsetof(_Py_DebugOffsets, field) / 8))
+    printf("     .dbg = {.version = %u, .free_threaded = %u, .rt_finalizing = %u,\n", DBG(version),
+           DBG(free_threaded), DBG(runtime_state.finalizing));
+    printf("             .rt_interpreters_head = %u, .is_next = %u, .is_threads_head = %u,\n",
+           DBG(runtime_state.interpreters_head), DBG(interpreter_state.next),
+           DBG(interpreter_state.threads_head));
+    printf("             .ts_next = %u, .ts_interp = %u, .ts_frame = %u, .ts_thread_id = %u,\n",
+           DBG(thread_state.next), DBG(thread_state.interp), DBG(thread_state.current_frame),
+           DBG(thread_state.thread_id));
+    printf("             .ts_native_thread_id = %u, .fr_back = %u, .fr_code = %u,\n",
+           DBG(thread_state.native_thread_id), DBG(interpreter_frame.previous),
+           DBG(interpreter_frame.executable));
+    printf(
+        "             .fr_lasti_or_instr = %u, .fr_owner = %u, .co_filename = %u, .co_name = %u,\n",
+        DBG(interpreter_frame.instr_ptr), DBG(interpreter_frame.owner), DBG(code_object.filename),
+        DBG(code_object.name));
+    printf("             .co_qualname = %u, .co_linetable = %u, .co_firstlineno = %u,\n",
+           DBG(code_object.qualname), DBG(code_object.linetable), DBG(code_object.firstlineno));
+    printf("             .co_code_adaptive = %u, .u_state = %u, .u_length = %u,\n",
+           DBG(code_object.co_code_adaptive), DBG(unicode_object.state),
+           DBG(unicode_object.length));
+    printf("             .u_ascii_size = %u}},\n", DBG(unicode_object.asciiobject_size));
+#else
+    printf("     .dbg = {0}},\n");
+#endif
+    return 0;
+}

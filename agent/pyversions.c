@@ -1,0 +1,192 @@
+/* pyversions.c: finds out which CPython this process runs and how its memory is laid out.
+ *
+ * Normal context only (constructor and the agent thread). The layout comes from the table
+ * generated from each version's headers; from 3.13 on, the interpreter publishes its own
+ * offsets in _Py_DebugOffsets at the start of _PyRuntime, and those win where they differ
+ * (a patch release or a distribution build may move a field the table does not know of). */
+#include "pyversions.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+
+static const struct pa_layout layouts[] = {
+#include "pylayouts.inc"
+};
+
+static void *sym(const char *name) {
+    return dlsym(RTLD_DEFAULT, name);
+}
+
+int pa_py_present(void) {
+    return sym("Py_GetVersion") != NULL && sym("_PyRuntime") != NULL &&
+           sym("Py_IsInitialized") != NULL;
+}
+
+static const struct pa_layout *layout_for(unsigned minor) {
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].minor == minor)
+            return &layouts[i];
+    return NULL;
+}
+
+/* Applies the live _Py_DebugOffsets over the table row. Returns 0, or -1 with err set. */
+static int apply_debug_offsets(struct pa_python *py, char *err, size_t errlen) {
+    const uint64_t *d = (const uint64_t *)py->runtime;
+    struct pa_layout *l = &py->layout;
+    if (memcmp(d, "xdebugpy", 8) != 0) {
+        snprintf(err, errlen, "Python %s has no _Py_DebugOffsets cookie; layout unknown",
+                 py->version);
+        return -1;
+    }
+    uint64_t hex = d[l->dbg.version];
+    if (((hex >> 24) & 0xff) != py->major || ((hex >> 16) & 0xff) != py->minor) {
+        snprintf(err, errlen, "Python %s: _Py_DebugOffsets says version %#llx; layout unknown",
+                 py->version, (unsigned long long)hex);
+        return -1;
+    }
+    if (d[l->dbg.free_threaded]) {
+        snprintf(err, errlen,
+                 "Python %s is a free-threaded build, which pyagent does not support yet",
+                 py->version);
+        return -1;
+    }
+#define TAKE(field) l->field = (unsigned)d[l->dbg.field]
+    TAKE(rt_finalizing);
+    TAKE(rt_interpreters_head);
+    TAKE(is_next);
+    TAKE(is_threads_head);
+    TAKE(ts_next);
+    TAKE(ts_interp);
+    TAKE(ts_frame);
+    TAKE(ts_thread_id);
+    TAKE(ts_native_thread_id);
+    TAKE(fr_back);
+    TAKE(fr_code);
+    TAKE(fr_lasti_or_instr);
+    TAKE(fr_owner);
+    TAKE(co_filename);
+    TAKE(co_name);
+    TAKE(co_qualname);
+    TAKE(co_linetable);
+    TAKE(co_firstlineno);
+    TAKE(co_code_adaptive);
+    TAKE(u_state);
+    TAKE(u_length);
+    TAKE(u_ascii_size);
+#undef TAKE
+    py->debug_offsets = 1;
+    return 0;
+}
+
+int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
+    memset(py, 0, sizeof *py);
+    const char *(*get_version)(void) = (const char *(*)(void))sym("Py_GetVersion");
+    void *runtime = sym("_PyRuntime");
+    if (!get_version || !runtime) {
+        snprintf(err, errlen, "this process is not CPython");
+        return -1;
+    }
+    /* Py_GetVersion only formats constants: safe before initialization. */
+    const char *v = get_version();
+    unsigned micro = 0;
+    if (sscanf(v, "%u.%u.%u", &py->major, &py->minor, &micro) < 2) {
+        snprintf(err, errlen, "cannot read the Python version from \"%.40s\"", v);
+        return -1;
+    }
+    size_t n = strcspn(v, " ");
+    if (n >= sizeof py->version)
+        n = sizeof py->version - 1;
+    memcpy(py->version, v, n);
+    py->version[n] = 0;
+    if (py->major != 3 || py->minor < 8) {
+        snprintf(err, errlen, "Python %s is older than 3.8, which pyagent does not support",
+                 py->version);
+        return -1;
+    }
+    const struct pa_layout *l = layout_for(py->minor);
+    if (!l) {
+        snprintf(err, errlen, "Python %s is newer than pyagent knows (3.8 to 3.15)", py->version);
+        return -1;
+    }
+    py->layout = *l;
+    py->runtime = (uintptr_t)runtime;
+    py->code_type = (uintptr_t)sym("PyCode_Type");
+    py->unicode_type = (uintptr_t)sym("PyUnicode_Type");
+    py->bytes_type = (uintptr_t)sym("PyBytes_Type");
+    if (!py->code_type || !py->unicode_type || !py->bytes_type) {
+        snprintf(err, errlen, "Python %s does not export its type objects", py->version);
+        return -1;
+    }
+    Dl_info info;
+    py->libpython_shared =
+        dladdr(runtime, &info) && info.dli_fname && strstr(info.dli_fname, "libpython") != NULL;
+    if (py->minor >= 13)
+        return apply_debug_offsets(py, err, errlen);
+    /* Before 3.13 there are no published offsets; the layout also changes in debug builds
+     * (Py_DEBUG adds fields), which only those versions' exported ref-count total reveals. */
+    if (sym("_Py_RefTotal") || sym("_Py_GetGlobalRefTotal")) {
+        snprintf(err, errlen, "Python %s is a debug build, whose layout pyagent does not know",
+                 py->version);
+        return -1;
+    }
+    return 0;
+}
+
+int pa_py_initialized(void) {
+    static int (*is_init)(void);
+    if (!is_init)
+        is_init = (int (*)(void))sym("Py_IsInitialized");
+    return is_init && is_init();
+}
+
+int pa_py_finalizing(const struct pa_python *py) {
+    /* A plain word read; _PyRuntime lives as long as the process. */
+    return *(volatile uintptr_t *)(py->runtime + py->layout.rt_finalizing) != 0;
+}
+
+int pa_py_verify(const struct pa_python *py, char *err, size_t errlen) {
+    const struct pa_layout *l = &py->layout;
+    sigjmp_buf env;
+    volatile int step = 0;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0)) {
+        snprintf(err, errlen,
+                 "Python %s: reading its thread list faulted (step %d); layout unknown",
+                 py->version, step);
+        return -1;
+    }
+    uintptr_t interp = PA_READ(uintptr_t, py->runtime + l->rt_interpreters_head);
+    step = 1;
+    if (!pa_aligned(interp, 8))
+        goto bad;
+    uintptr_t ts = PA_READ(uintptr_t, interp + l->is_threads_head);
+    step = 2;
+    int n = 0;
+    for (; ts && n < 100000; n++) {
+        if (!pa_aligned(ts, 8) || PA_READ(uintptr_t, ts + l->ts_interp) != interp)
+            goto bad;
+        ts = PA_READ(uintptr_t, ts + l->ts_next);
+    }
+    step = 3;
+    if (n == 0)
+        goto bad;
+    if (l->rt_tss_key) {
+        int inited = PA_READ(int, py->runtime + l->rt_tss_key);
+        unsigned key = PA_READ(unsigned, py->runtime + l->rt_tss_key + sizeof(int));
+        step = 4;
+        if (inited != 1 || key >= 1024)
+            goto bad;
+    }
+    pa_guard_env = 0;
+    return 0;
+bad:
+    pa_guard_env = 0;
+    snprintf(err, errlen, "Python %s: its thread list does not match the expected layout (step %d)",
+             py->version, step);
+    return -1;
+}

@@ -1,0 +1,76 @@
+/* pyversions.h: what the agent knows about each CPython version's memory layout.
+ *
+ * One struct, filled at run time from a table generated from each version's own headers
+ * (agent/pylayouts.inc, scripts/gen_layouts.sh) and, from 3.13 on, checked and completed
+ * from the interpreter's own _Py_DebugOffsets. No Python header is compiled into the agent,
+ * so one libpyagent.so serves every version. */
+#ifndef PA_PYVERSIONS_H
+#define PA_PYVERSIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum pa_py_frames {
+    PA_PYFRAME_OBJECT = 1,   /* 3.8-3.10: PyFrameObject chain through f_back, f_lasti */
+    PA_PYFRAME_INTERP = 2,   /* 3.11-3.12: _PyInterpreterFrame via cframe, prev_instr */
+    PA_PYFRAME_INTERP13 = 3, /* 3.13+: tstate->current_frame, f_executable, instr_ptr */
+};
+
+enum pa_line_kind {
+    PA_LINE_LNOTAB = 0,    /* 3.8-3.9: co_lnotab, f_lasti in bytes */
+    PA_LINE_TABLE310 = 1,  /* 3.10: co_linetable, f_lasti in code units */
+    PA_LINE_LOCATIONS = 2, /* 3.11+: location table, instruction pointer */
+};
+
+/* Offsets are in bytes; 0 means "this version has no such field" where that is possible. */
+struct pa_layout {
+    unsigned minor;
+    unsigned frame_kind, line_kind;
+    unsigned owner_skip; /* frames with owner >= this are shims (C stack, interpreter) */
+    unsigned rt_finalizing, rt_interpreters_head, rt_tss_key;
+    unsigned is_next, is_threads_head;
+    unsigned ts_next, ts_interp, ts_frame, cframe_current_frame;
+    unsigned ts_thread_id, ts_native_thread_id;
+    unsigned fr_back, fr_code, fr_lasti_or_instr, fr_owner;
+    unsigned co_filename, co_name, co_qualname, co_firstlineno;
+    unsigned co_linetable, co_code, co_code_adaptive, co_firsttraceable;
+    unsigned u_state, u_length, u_ascii_size, u_compact_size;
+    unsigned b_size, b_sval;
+    /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
+    struct {
+        unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
+            is_threads_head, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_thread_id,
+            fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
+            co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size;
+    } dbg;
+};
+
+/* The interpreter this process runs, as detected. */
+struct pa_python {
+    char version[32]; /* "3.11.7" */
+    unsigned major, minor;
+    int libpython_shared; /* 1: libpython*.so; 0: linked into the executable */
+    uintptr_t runtime;    /* &_PyRuntime */
+    uintptr_t code_type;  /* &PyCode_Type */
+    uintptr_t unicode_type;
+    uintptr_t bytes_type;
+    struct pa_layout layout;
+    int debug_offsets; /* 1 when _Py_DebugOffsets confirmed the layout (3.13+) */
+};
+
+/* Is this process CPython at all? Cheap symbol look-ups only; no output. */
+int pa_py_present(void);
+
+/* Detects version and build and picks the layout. Returns 0, or -1 with a message for the
+ * user in err (unsupported version, free-threaded build, unknown layout). */
+int pa_py_detect(struct pa_python *py, char *err, size_t errlen);
+
+/* After initialization: checks the layout against the live interpreter (interpreter list,
+ * main thread state, TSS key). Returns 0 or -1 with a message. */
+int pa_py_verify(const struct pa_python *py, char *err, size_t errlen);
+
+/* Py_IsInitialized() and "finalization has begun", read without calling into Python. */
+int pa_py_initialized(void);
+int pa_py_finalizing(const struct pa_python *py);
+
+#endif

@@ -1,0 +1,75 @@
+/* sampler.h: timers, the SIGPROF handler, and the registry of threads.
+ *
+ * Every thread of the program gets its own CPU-time timer (timer_create on the thread's CPU
+ * clock, delivered to that very thread with SIGEV_THREAD_ID), so a sample always lands on the
+ * thread that spent the time and the handler walks its own stack. */
+#ifndef PA_SAMPLER_H
+#define PA_SAMPLER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pyversions.h"
+#include "table.h"
+
+struct pa_sampler_config {
+    unsigned rate;      /* signals per second of thread CPU time */
+    unsigned max_depth; /* frames kept per sample, <truncated> beyond */
+};
+
+struct pa_sampler_stats {
+    uint64_t samples;         /* counted in a table (weights: overruns included) */
+    uint64_t signals;         /* our signals handled */
+    uint64_t dropped;         /* table full */
+    uint64_t unreadable;      /* frames that could not be read */
+    uint64_t truncated;       /* stacks cut at max_depth */
+    uint64_t foreign;         /* SIGPROFs that were not ours, passed to the program */
+    uint64_t code_cache_full; /* frames unnamed because the code cache was full */
+    uint64_t handler_p50_ns;  /* handler time, from a histogram of every sample */
+    uint64_t handler_p99_ns;
+    unsigned threads; /* threads registered now */
+};
+
+/* Normal context. Allocates tables and caches; the handler is not installed yet. */
+int pa_sampler_init(const struct pa_python *py, const struct pa_sampler_config *cfg);
+/* Installs the handler and arms a timer on every registered thread. */
+int pa_sampler_start(char *err, size_t errlen);
+/* Disarms every timer; handlers still running finish, later signals are ignored. */
+void pa_sampler_stop(void);
+int pa_sampler_running(void);
+
+/* Called on every thread the program starts (and on the main thread at load): registers it
+ * and, when sampling runs, arms its timer. Its exit is noticed through a pthread key. */
+void pa_sampler_thread_begin(void);
+
+struct pa_tables *pa_sampler_tables(void);
+void pa_sampler_get_stats(struct pa_sampler_stats *st);
+
+/* Thread registry as the writer of profiles needs it. */
+struct pa_thread_info {
+    uint32_t serial;
+    pid_t tid;
+    unsigned long pthread; /* pthread_t, as Python's threading.get_ident() */
+    int alive;
+    char name[64]; /* Python's name when known, else empty */
+};
+/* Copies up to max entries; returns how many there are. */
+size_t pa_threads_list(struct pa_thread_info *out, size_t max);
+/* Records the Python name of the thread with this pthread id (namer thread). */
+void pa_threads_set_name(unsigned long pthread, const char *name);
+/* Name for a serial: Python's, else the OS name, else "tid N"; into buf. */
+void pa_threads_name(uint32_t serial, char *buf, size_t len);
+/* Forgets threads that died before the last drained snapshot. */
+void pa_threads_prune(void);
+
+/* SIGPROF as the application sees it while the handler is ours: returns 1 if handled. */
+int pa_sampler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/* fork: quiesce in the parent, start clean in the child. */
+void pa_sampler_fork_prepare(void);
+void pa_sampler_fork_parent(void);
+void pa_sampler_fork_child(void);
+
+#endif

@@ -1,0 +1,141 @@
+/* table.c: the lock-free stack table (see table.h).
+ *
+ * SIGNAL-HANDLER SIDE for pa_table_add, pa_tables_enter and pa_tables_leave: atomics on
+ * memory mapped at start-up, nothing else.
+ *
+ * A slot goes EMPTY -> BUSY (claimed by CAS) -> READY (release). Two threads inserting the
+ * same new stack at once may both claim a slot: the second sees BUSY, moves on, and adds a
+ * duplicate entry. Duplicates carry correct counts and are merged by content when the table
+ * is drained, so the handler never waits for another thread. */
+#include "table.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+enum { SLOT_EMPTY = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
+enum { MAX_PROBE = 128 };
+
+static void *map(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap) {
+    memset(t, 0, sizeof *t);
+    size_t n = (size_t)1 << slots_log2;
+    t->slots = map(n * sizeof *t->slots);
+    t->frames = map((size_t)frames_cap * sizeof *t->frames);
+    if (!t->slots || !t->frames) {
+        pa_table_destroy(t);
+        return -1;
+    }
+    t->mask = (uint32_t)(n - 1);
+    t->frames_cap = frames_cap;
+    return 0;
+}
+
+void pa_table_destroy(struct pa_table *t) {
+    if (t->slots)
+        munmap(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
+    if (t->frames)
+        munmap(t->frames, (size_t)t->frames_cap * sizeof *t->frames);
+    memset(t, 0, sizeof *t);
+}
+
+static uint64_t hash_stack(uint32_t thread, const struct pa_frame *f, uint32_t depth) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ thread;
+    for (uint32_t i = 0; i < depth; i++) {
+        h ^= ((uint64_t)f[i].id << 32) | (uint32_t)f[i].line;
+        h *= 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    return h ? h : 1;
+}
+
+static int same_stack(const struct pa_table *t, const struct pa_table_slot *s, uint32_t thread,
+                      const struct pa_frame *f, uint32_t depth) {
+    if (s->thread != thread || s->depth != depth)
+        return 0;
+    const struct pa_frame *g = &t->frames[s->frames_off];
+    for (uint32_t i = 0; i < depth; i++)
+        if (g[i].id != f[i].id || g[i].line != f[i].line)
+            return 0;
+    return 1;
+}
+
+int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *frames, uint32_t depth,
+                 uint64_t weight) {
+    uint64_t h = hash_stack(thread, frames, depth);
+    for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
+        struct pa_table_slot *s = &t->slots[(h + probe) & t->mask];
+        uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+        if (st == SLOT_READY) {
+            if (s->hash == h && same_stack(t, s, thread, frames, depth)) {
+                atomic_fetch_add_explicit(&s->count, weight, memory_order_relaxed);
+                atomic_fetch_add_explicit(&t->samples, weight, memory_order_relaxed);
+                return 0;
+            }
+            continue;
+        }
+        if (st == SLOT_BUSY)
+            continue;
+        uint32_t expected = SLOT_EMPTY;
+        if (!atomic_compare_exchange_strong_explicit(&s->state, &expected, SLOT_BUSY,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        uint32_t off = atomic_fetch_add_explicit(&t->frames_used, depth, memory_order_relaxed);
+        if ((uint64_t)off + depth > t->frames_cap) {
+            /* The frame store is full. The slot stays BUSY (skipped by readers and writers)
+             * until the table is cleared. */
+            atomic_fetch_add_explicit(&t->dropped, weight, memory_order_relaxed);
+            return -1;
+        }
+        memcpy(&t->frames[off], frames, depth * sizeof *frames);
+        s->thread = thread;
+        s->depth = depth;
+        s->frames_off = off;
+        s->hash = h;
+        atomic_store_explicit(&s->count, weight, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->samples, weight, memory_order_relaxed);
+        atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&t->dropped, weight, memory_order_relaxed);
+    return -1;
+}
+
+void pa_table_clear(struct pa_table *t) {
+    memset(t->slots, 0, ((size_t)t->mask + 1) * sizeof *t->slots);
+    atomic_store(&t->frames_used, 0);
+    atomic_store(&t->samples, 0);
+    atomic_store(&t->dropped, 0);
+}
+
+struct pa_table *pa_tables_enter(struct pa_tables *ts) {
+    for (;;) {
+        struct pa_table *t = atomic_load(&ts->active);
+        atomic_fetch_add(&t->writers, 1);
+        /* seq_cst: either the swapper sees our increment, or we see its new pointer. */
+        if (atomic_load(&ts->active) == t)
+            return t;
+        atomic_fetch_sub(&t->writers, 1);
+    }
+}
+
+void pa_tables_leave(struct pa_table *t) {
+    atomic_fetch_sub(&t->writers, 1);
+}
+
+struct pa_table *pa_tables_swap(struct pa_tables *ts) {
+    struct pa_table *old = atomic_load(&ts->active);
+    struct pa_table *next = old == &ts->t[0] ? &ts->t[1] : &ts->t[0];
+    atomic_store(&ts->active, next);
+    /* A handler runs for microseconds; poll gently until the last one has left. */
+    while (atomic_load(&old->writers) != 0) {
+        struct timespec ns = {0, 20000};
+        nanosleep(&ns, NULL);
+    }
+    return old;
+}

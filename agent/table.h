@@ -1,0 +1,60 @@
+/* table.h: the lock-free stack table the signal handler counts samples in.
+ *
+ * Fixed size, open addressing, atomics only. Two tables alternate: the handler counts into
+ * the active one while the agent thread drains the other, so the handler never blocks and no
+ * sample is lost in the swap. */
+#ifndef PA_TABLE_H
+#define PA_TABLE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "frames.h"
+
+struct pa_table_slot {
+    _Atomic uint32_t state; /* 0 empty, 1 being written, 2 ready */
+    uint32_t thread;        /* the sampled thread's serial number */
+    uint32_t depth;
+    uint32_t frames_off; /* index of frame 0 (the leaf) in the table's frame store */
+    uint64_t hash;
+    _Atomic uint64_t count;
+};
+
+struct pa_table {
+    struct pa_table_slot *slots;
+    uint32_t mask;
+    struct pa_frame *frames;
+    uint32_t frames_cap;
+    _Atomic uint32_t frames_used;
+    _Atomic uint32_t writers; /* handlers inside this table right now */
+    _Atomic uint64_t samples; /* counted */
+    _Atomic uint64_t dropped; /* table or frame store full */
+};
+
+/* Normal context. slots_log2: 2^n slots; frames_cap: frame store entries. 0 or -1. */
+int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap);
+void pa_table_destroy(struct pa_table *t);
+
+/* Signal-safe, lock-free. Counts one sample of `frames` (leaf first) on `thread`; returns 0,
+ * or -1 when the sample had to be dropped (counted in t->dropped). */
+int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *frames, uint32_t depth,
+                 uint64_t weight);
+
+/* Normal context, only on a table no handler can enter (see pa_tables_swap). */
+void pa_table_clear(struct pa_table *t);
+
+/* A pair of tables with an active pointer, as the sampler uses them. */
+struct pa_tables {
+    struct pa_table t[2];
+    _Atomic(struct pa_table *) active;
+};
+
+/* Signal side: enter the active table (returns it) and leave it. */
+struct pa_table *pa_tables_enter(struct pa_tables *ts);
+void pa_tables_leave(struct pa_table *t);
+
+/* Agent thread: makes the other table active and waits until no handler is still inside the
+ * old one, which it returns for draining (then pa_table_clear it). */
+struct pa_table *pa_tables_swap(struct pa_tables *ts);
+
+#endif

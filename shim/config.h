@@ -1,0 +1,29 @@
+/* config.h: the agent's configuration, read once from the environment.
+ *
+ * A bad value never stops the program: one line on stderr names the variable, the value and
+ * what is used instead. docs/configuration.md documents every variable. */
+#ifndef PA_CONFIG_H
+#define PA_CONFIG_H
+
+enum pa_mode { PA_MODE_CPU = 0, PA_MODE_WALL = 1 };
+
+struct pa_config {
+    int enabled;          /* PYAGENT_ENABLE */
+    unsigned rate;        /* PYAGENT_RATE */
+    int mode;             /* PYAGENT_MODE */
+    char output[4096];    /* PYAGENT_OUTPUT, absolute, %p not yet expanded; "" = none */
+    unsigned interval_s;  /* PYAGENT_UPLOAD_INTERVAL */
+    unsigned max_depth;   /* PYAGENT_MAX_DEPTH */
+    int log_level;        /* PYAGENT_LOG */
+    char server[1024];    /* PYAGENT_SERVER / PYROSCOPE_SERVER_ADDRESS */
+    char app_name[256];   /* PYAGENT_APP_NAME / PYROSCOPE_APPLICATION_NAME */
+    unsigned fault_every; /* PYAGENT_FAULT_INJECT (fault-injection builds only) */
+};
+
+/* Fills cfg from the environment; warnings go to stderr. */
+void pa_config_read(struct pa_config *cfg);
+
+/* Expands %p in pattern to pid, into out. */
+void pa_config_output_path(const char *pattern, int pid, char *out, unsigned outlen);
+
+#endif

@@ -1,0 +1,181 @@
+/* names.c: the namer thread (see names.h).
+ *
+ * Python API functions are looked up with dlsym: the agent links against no libpython, so
+ * one libpyagent.so serves every version. Only long-stable API is used. */
+#include "names.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "../agent/pyversions.h"
+#include "../agent/sampler.h"
+#include "log.h"
+#include "realfns.h"
+
+typedef void PyObject;
+static struct {
+    int (*gil_ensure)(void);
+    void (*gil_release)(int);
+    PyObject *(*import_get_module)(PyObject *);
+    PyObject *(*unicode_from_string)(const char *);
+    PyObject *(*getattr)(PyObject *, const char *);
+    PyObject *(*dict_getitem)(PyObject *, PyObject *);
+    PyObject *(*long_from_ulong)(unsigned long);
+    const char *(*as_utf8)(PyObject *);
+    void (*decref)(PyObject *);
+    void (*err_clear)(void);
+} api;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int wake, stopping, started;
+
+static int load_api(void) {
+#define LOAD(field, name) *(void **)&api.field = dlsym(RTLD_DEFAULT, name)
+    LOAD(gil_ensure, "PyGILState_Ensure");
+    LOAD(gil_release, "PyGILState_Release");
+    LOAD(import_get_module, "PyImport_GetModule");
+    LOAD(unicode_from_string, "PyUnicode_FromString");
+    LOAD(getattr, "PyObject_GetAttrString");
+    LOAD(dict_getitem, "PyDict_GetItem");
+    LOAD(long_from_ulong, "PyLong_FromUnsignedLong");
+    LOAD(as_utf8, "PyUnicode_AsUTF8");
+    LOAD(decref, "Py_DecRef");
+    LOAD(err_clear, "PyErr_Clear");
+#undef LOAD
+    void **p = (void **)&api;
+    for (size_t i = 0; i < sizeof api / sizeof(void *); i++)
+        if (!p[i])
+            return -1;
+    return 0;
+}
+
+/* With the GIL: threading._active[ident]._name for each unnamed live thread. Returns how
+ * many threads are still unnamed. */
+static int name_threads(void) {
+    enum { MAX = 4096 };
+    static struct pa_thread_info list[MAX];
+    size_t n = pa_threads_list(list, MAX);
+    if (n > MAX)
+        n = MAX;
+    int unnamed = 0;
+    for (size_t i = 0; i < n; i++)
+        unnamed += list[i].alive && !list[i].name[0];
+    if (!unnamed || !pa_py_initialized())
+        return unnamed;
+    int g = api.gil_ensure();
+    PyObject *modname = api.unicode_from_string("threading");
+    PyObject *mod = modname ? api.import_get_module(modname) : NULL;
+    PyObject *active = mod ? api.getattr(mod, "_active") : NULL;
+    for (size_t i = 0; active && i < n; i++) {
+        if (!list[i].alive || list[i].name[0])
+            continue;
+        PyObject *key = api.long_from_ulong(list[i].pthread);
+        PyObject *thread = key ? api.dict_getitem(active, key) : NULL; /* borrowed */
+        PyObject *name = thread ? api.getattr(thread, "_name") : NULL;
+        const char *s = name ? api.as_utf8(name) : NULL;
+        if (s && *s) {
+            pa_threads_set_name(list[i].pthread, s);
+            unnamed--;
+        }
+        if (name)
+            api.decref(name);
+        if (key)
+            api.decref(key);
+    }
+    if (active)
+        api.decref(active);
+    if (mod)
+        api.decref(mod);
+    if (modname)
+        api.decref(modname);
+    api.err_clear();
+    api.gil_release(g);
+    return unnamed;
+}
+
+static void *namer_main(void *arg) {
+    (void)arg;
+    int tries = 0;
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        /* Poll briefly while a new thread is unnamed (it enters threading._active a moment
+         * after it starts), then sleep until the next thread is born. */
+        long wait_ms = tries > 0 && tries < 20 ? 50 : 60000;
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!wake && !stopping && pthread_cond_timedwait(&cond, &lock, &until) == 0)
+            ;
+        if (wake)
+            tries = 1;
+        wake = 0;
+        int stop = stopping;
+        pthread_mutex_unlock(&lock);
+        if (stop)
+            return NULL;
+        if (!pa_sampler_running())
+            continue;
+        /* After finalization starts, the GIL may never be ours again. */
+        if (tries == 0)
+            continue;
+        int unnamed = name_threads();
+        tries = unnamed ? tries + 1 : 0;
+    }
+}
+
+int pa_names_start(void) {
+    if (started)
+        return 0;
+    if (load_api() != 0) {
+        pa_log(PA_LOG_DEBUG, "the Python thread API is missing; threads keep their OS names");
+        return -1;
+    }
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = pa_real_pthread_create(&t, &attr, namer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (r != 0)
+        return -1;
+    started = 1;
+    pa_names_wake();
+    return 0;
+}
+
+void pa_names_wake(void) {
+    if (!started)
+        return;
+    pthread_mutex_lock(&lock);
+    wake = 1;
+    pthread_cond_signal(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+void pa_names_stop(void) {
+    pthread_mutex_lock(&lock);
+    stopping = 1;
+    pthread_cond_signal(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+void pa_names_fork_child(void) {
+    /* The namer did not survive the fork. */
+    pthread_mutex_init(&lock, NULL);
+    pthread_cond_init(&cond, NULL);
+    wake = stopping = started = 0;
+}

@@ -1,0 +1,17 @@
+/* realfns.h: the C library's own versions of the functions the shim interposes.
+ *
+ * libpyagent.so defines sigaction, signal, pthread_create, fork and _exit so that it sees
+ * what the program does; everything else in the agent must call the real ones through
+ * these, or it would be talking to itself. */
+#ifndef PA_REALFNS_H
+#define PA_REALFNS_H
+
+#include <pthread.h>
+#include <signal.h>
+
+int pa_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int pa_real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                           void *arg);
+__attribute__((noreturn)) void pa_real_exit(int status);
+
+#endif

@@ -1,0 +1,182 @@
+/* uploader.c: drain the stack tables into profiles; write the local folded file.
+ *
+ * The profile model (interning, aggregation, folded encoding) is the shared one in
+ * profile/, the same code the renderer and collector read profiles with. */
+#include "uploader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../agent/codecache.h"
+#include "../agent/sampler.h"
+#include "../profile/profile.h"
+#include "../shim/log.h"
+
+static struct pa_config cfg;
+static struct pa_python py;
+static pa_profile *total; /* everything since this process started sampling */
+static char out_path[4096];
+static time_t started;
+static uint64_t dropped_total;
+static int write_failed_logged;
+
+static void set_out_path(int child) {
+    out_path[0] = 0;
+    if (!cfg.output[0])
+        return;
+    pa_config_output_path(cfg.output, (int)getpid(), out_path, sizeof out_path);
+    /* Without %p a child would overwrite its parent's file: give it its own. */
+    if (child && !strstr(cfg.output, "%p")) {
+        size_t n = strlen(out_path);
+        snprintf(out_path + n, sizeof out_path - n, ".%d", (int)getpid());
+    }
+}
+
+int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
+    cfg = *c;
+    py = *p;
+    total = pa_profile_new();
+    started = time(NULL);
+    set_out_path(0);
+    return total ? 0 : -1;
+}
+
+const char *pa_uploader_output_path(void) {
+    return out_path;
+}
+
+/* "thread:NAME" with the characters that would break a folded line replaced. */
+static uint32_t thread_frame(uint32_t serial) {
+    char name[80], frame[96];
+    pa_threads_name(serial, name, sizeof name);
+    for (char *s = name; *s; s++)
+        if (*s == ';')
+            *s = ':';
+        else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+    int n = snprintf(frame, sizeof frame, "thread:%s", name);
+    return pa_profile_intern(total, frame, (size_t)n);
+}
+
+static uint32_t code_frame(const struct pa_frame *f) {
+    char buf[1400];
+    int n;
+    switch (f->id) {
+    case PA_SYN_UNKNOWN:
+        n = snprintf(buf, sizeof buf, "<unknown>");
+        break;
+    case PA_SYN_TRUNCATED:
+        n = snprintf(buf, sizeof buf, "<truncated>");
+        break;
+    case PA_SYN_NO_PYTHON:
+        n = snprintf(buf, sizeof buf, "<no Python frames>");
+        break;
+    default:
+        if (f->line > 0)
+            n = snprintf(buf, sizeof buf, "%s (%s:%d)", pa_code_qualname(f->id),
+                         pa_code_filename(f->id), f->line);
+        else
+            n = snprintf(buf, sizeof buf, "%s (%s)", pa_code_qualname(f->id),
+                         pa_code_filename(f->id));
+    }
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof buf)
+        n = sizeof buf - 1;
+    return pa_profile_intern(total, buf, (size_t)n);
+}
+
+void pa_uploader_drain(void) {
+    struct pa_tables *ts = pa_sampler_tables();
+    struct pa_table *t = pa_tables_swap(ts);
+    uint32_t ids[520];
+    for (uint32_t i = 0; i <= t->mask; i++) {
+        struct pa_table_slot *s = &t->slots[i];
+        if (atomic_load(&s->state) != 2)
+            continue;
+        const struct pa_frame *f = &t->frames[s->frames_off];
+        uint32_t d = s->depth;
+        if (d > 512)
+            d = 512;
+        size_t n = 0;
+        ids[n++] = thread_frame(s->thread);
+        for (uint32_t k = d; k-- > 0;) /* the table is leaf first; profiles are root first */
+            ids[n++] = code_frame(&f[k]);
+        pa_profile_add_stack_ids(total, ids, n, atomic_load(&s->count));
+    }
+    dropped_total += atomic_load(&t->dropped);
+    pa_table_clear(t);
+    pa_threads_prune();
+}
+
+static void set_meta_u64(const char *key, uint64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    pa_profile_set_meta(total, key, buf);
+}
+
+int pa_uploader_write_local(int final) {
+    if (!out_path[0])
+        return 0;
+    struct pa_sampler_stats st;
+    pa_sampler_get_stats(&st);
+    set_meta_u64("rate", cfg.rate);
+    pa_profile_set_meta(total, "mode", "cpu");
+    set_meta_u64("pid", (uint64_t)getpid());
+    pa_profile_set_meta(total, "python", py.version);
+    set_meta_u64("start", (uint64_t)started);
+    set_meta_u64("samples", pa_profile_total(total));
+    set_meta_u64("dropped", dropped_total);
+    set_meta_u64("unreadable", st.unreadable);
+    set_meta_u64("truncated", st.truncated);
+    set_meta_u64("handler_p50_ns", st.handler_p50_ns);
+    set_meta_u64("handler_p99_ns", st.handler_p99_ns);
+    pa_profile_set_meta(total, "timer", "cpu-timer");
+    pa_profile_set_meta(total, "final", final ? "1" : "0");
+
+    pa_buf buf = {0};
+    pa_profile_encode_folded(total, &buf);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = fd >= 0;
+    size_t off = 0;
+    while (ok && off < buf.len) {
+        ssize_t w = write(fd, buf.data + off, buf.len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        off += ok ? (size_t)w : 0;
+    }
+    if (fd >= 0 && close(fd) != 0)
+        ok = 0;
+    if (ok && rename(tmp, out_path) != 0)
+        ok = 0;
+    int err = errno;
+    pa_buf_free(&buf);
+    if (!ok) {
+        unlink(tmp);
+        if (!write_failed_logged || final)
+            pa_log(PA_LOG_ERROR, "cannot write the profile to %s: %s", out_path, strerror(err));
+        write_failed_logged = 1;
+        return -1;
+    }
+    if (final)
+        pa_log(PA_LOG_INFO, "profile written to %s (%llu samples)", out_path,
+               (unsigned long long)pa_profile_total(total));
+    return 0;
+}
+
+void pa_uploader_fork_child(void) {
+    pa_profile_free(total);
+    total = pa_profile_new();
+    started = time(NULL);
+    dropped_total = 0;
+    write_failed_logged = 0;
+    set_out_path(1);
+}

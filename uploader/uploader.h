@@ -1,0 +1,23 @@
+/* uploader.h: turns the sampler's tables into profiles and writes them out.
+ *
+ * Normal context, on the agent thread (and once more at exit). Draining swaps the sampler's
+ * tables, so the handler never waits and no sample is lost, resolves frame ids to names, and
+ * adds the stacks to the process's running profile, which is written to the local folded
+ * file atomically (temporary file, then rename). */
+#ifndef PA_UPLOADER_H
+#define PA_UPLOADER_H
+
+#include "../agent/pyversions.h"
+#include "../shim/config.h"
+
+int pa_uploader_init(const struct pa_config *cfg, const struct pa_python *py);
+/* Moves every sample counted so far into the profiles. */
+void pa_uploader_drain(void);
+/* Writes the local file (if one is configured). final: the last write of this process. */
+int pa_uploader_write_local(int final);
+/* The child of a fork starts with empty profiles and its own file name. */
+void pa_uploader_fork_child(void);
+/* The local file path of this process ("" if none). */
+const char *pa_uploader_output_path(void);
+
+#endif
