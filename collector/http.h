@@ -11,6 +11,7 @@ struct pa_coll_response {
     int status;
     const char *content_type; /* static string */
     const char *disposition;  /* Content-Disposition, static string or NULL */
+    char *location;           /* Location (redirects), malloc'ed or NULL */
     pa_buf body;
 };
 

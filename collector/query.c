@@ -302,21 +302,70 @@ void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *
     pa_profile_free(right);
 }
 
-void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
-                            struct pa_coll_response *r) {
+static void url_component(pa_buf *b, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~')
+            pa_buf_append(b, s, 1);
+        else
+            pa_buf_printf(b, "%%%02X", c);
+    }
+}
+
+void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q,
+                            const char *path, int64_t now, struct pa_coll_response *r) {
     char msg[512];
     int64_t from, until;
-    const char *query = pa_coll_param(q, "query");
-    int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
-    pa_profile *p = NULL;
-    if (!status)
-        status = pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg);
-    if (status) {
-        pa_coll_respond_text(r, status, "%s", msg);
+    if (path == NULL) {
+        /* Pin the range so every page of this heatmap shows the same data. */
+        const char *query = pa_coll_param(q, "query");
+        int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+        struct pa_coll_selector sel;
+        if (!status)
+            status = pa_coll_selector_parse(&sel, query, msg, sizeof msg);
+        pa_coll_selector_free(&sel);
+        if (status) {
+            pa_coll_respond_text(r, status, "%s", msg);
+            return;
+        }
+        pa_buf loc = {0};
+        pa_buf_printf(&loc, "/heatmap/%" PRId64 "/%" PRId64 "/", from, until);
+        url_component(&loc, query);
+        pa_buf_puts(&loc, "/index.html");
+        pa_coll_respond_text(r, 302, "see %s", loc.data);
+        r->location = loc.data;
         return;
     }
-    char title[1024];
-    snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);
-    pa_coll_report_heatmap(p, title, pa_coll_param(q, "file"), r);
+    /* FROM/UNTIL/QUERY/PAGE, where QUERY may itself hold slashes (app names can). */
+    char *copy = strdup(path);
+    char *s1 = copy ? strchr(copy, '/') : NULL;
+    char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    char *last = copy ? strrchr(copy, '/') : NULL;
+    char *end1, *end2;
+    if (s1 == NULL || s2 == NULL || last <= s2) {
+        free(copy);
+        pa_coll_respond_text(r, 404, "heatmap: expected /heatmap/FROM/UNTIL/QUERY/PAGE");
+        return;
+    }
+    *s1 = *s2 = *last = '\0';
+    from = strtoll(copy, &end1, 10);
+    until = strtoll(s1 + 1, &end2, 10);
+    if (*end1 || *end2 || until <= from) {
+        free(copy);
+        pa_coll_respond_text(r, 404, "heatmap: expected /heatmap/FROM/UNTIL/QUERY/PAGE");
+        return;
+    }
+    const char *query = s2 + 1;
+    pa_profile *p = NULL;
+    int status = pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg);
+    if (status) {
+        pa_coll_respond_text(r, status, "%s", msg);
+    } else {
+        char title[1024];
+        snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);
+        pa_coll_report_heatmap(p, title, last + 1, r);
+    }
     pa_profile_free(p);
+    free(copy);
 }

@@ -21,8 +21,10 @@ void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params
                            struct pa_coll_response *r);
 void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                          struct pa_coll_response *r);
-void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
-                            struct pa_coll_response *r);
+/* GET /heatmap?query&from&until redirects to /heatmap/FROM/UNTIL/QUERY/index.html, a path
+ * whose pages can link to each other relatively; path is what follows "/heatmap/". */
+void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q,
+                            const char *path, int64_t now, struct pa_coll_response *r);
 void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                           struct pa_coll_response *r);
 

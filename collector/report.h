@@ -13,8 +13,11 @@ void pa_coll_report_flamegraph(const pa_profile *p, const char *title, bool svg,
 /* Widths from current, colours from the change against baseline. */
 void pa_coll_report_diff(const pa_profile *baseline, const pa_profile *current, const char *title,
                          struct pa_coll_response *r);
-/* The source-line heatmap: its index page, or the page of one file when file is set. */
-void pa_coll_report_heatmap(const pa_profile *p, const char *title, const char *file,
+/* The source-line heatmap: page (default index.html) of the renderer's set of pages. */
+void pa_coll_report_heatmap(const pa_profile *p, const char *title, const char *page,
                             struct pa_coll_response *r);
+/* Where heatmaps read source files: a path under `from` is read from under `to`. With `to`
+ * NULL (the default) no source file is ever read. The strings must outlive the server. */
+void pa_coll_report_set_source_root(const char *from, const char *to);
 
 #endif

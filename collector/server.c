@@ -70,6 +70,10 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pa_coll_re
     MHD_add_response_header(resp, "Content-Security-Policy",
                             "default-src 'none'; script-src 'unsafe-inline'; style-src "
                             "'unsafe-inline'; img-src data:; connect-src 'self'");
+    if (r->location)
+        MHD_add_response_header(resp, "Location", r->location);
+    free(r->location);
+    r->location = NULL;
     if (ask_auth)
         MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"pyagent-collector\"");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)r->status, resp);
@@ -103,6 +107,8 @@ static enum route route_of(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0)
             return routes[i].route;
+    if (strncmp(url, "/heatmap/", 9) == 0)
+        return R_HEATMAP;
     return R_NOT_FOUND;
 }
 
@@ -237,7 +243,7 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
     return send_text(c, 200, false, "ok");
 }
 
-static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection *c,
+static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection *c, const char *url,
                               enum route route) {
     struct pa_coll_params q = {get_arg, c};
     struct pa_coll_response r = {0};
@@ -256,7 +262,7 @@ static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection 
         pa_coll_handle_diff(srv->cfg.store, &q, now, &r);
         break;
     case R_HEATMAP:
-        pa_coll_handle_heatmap(srv->cfg.store, &q, now, &r);
+        pa_coll_handle_heatmap(srv->cfg.store, &q, url[8] == '/' ? url + 9 : NULL, now, &r);
         break;
     default:
         pa_coll_handle_index(srv->cfg.store, &q, now, &r);
@@ -297,9 +303,17 @@ static enum MHD_Result first_call(struct pa_coll_server *srv, struct MHD_Connect
                       rq->route == R_INGEST ? "POST" : "GET");
     if (rq->route == R_INGEST) {
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > srv->cfg.max_body)
-            return reject(rq, c, 413, false, "body: %s bytes exceed the limit of %zu bytes", cl,
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+        unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+        /* A client that waits for "100 Continue" gets the 413 before sending anything. One
+         * that sends at once gets it after the body, read and discarded, unless the body is
+         * absurdly large: closing mid-send makes most clients report a broken pipe instead
+         * of the status, so that is kept for bodies no agent would send. */
+        if (n > srv->cfg.max_body &&
+            ((expect && strcasecmp(expect, "100-continue") == 0) || n > 4 * srv->cfg.max_body))
+            return reject(rq, c, 413, false, "body: %llu bytes exceed the limit of %zu bytes", n,
                           srv->cfg.max_body);
+        rq->too_big = n > srv->cfg.max_body;
     }
     return MHD_YES;
 }
@@ -354,7 +368,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                              srv->cfg.max_body);
         return do_ingest(srv, c, rq);
     }
-    return do_get(srv, c, rq->route);
+    return do_get(srv, c, url, rq->route);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
