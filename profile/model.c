@@ -152,6 +152,38 @@ uint32_t pa_profile_intern(pa_profile *p, const char *s, size_t len) {
     return id;
 }
 
+int pa_profile_find_frame(const pa_profile *p, const char *s, size_t len, uint32_t *id) {
+    if (!p->fslots_cap)
+        return -1;
+    uint32_t h = (uint32_t)pa_hash_bytes(s, len);
+    size_t mask = p->fslots_cap - 1;
+    for (size_t i = h & mask; p->fslots[i]; i = (i + 1) & mask) {
+        uint32_t f = p->fslots[i] - 1;
+        if (p->frame_hash[f] == h && p->frame_len[f] == len &&
+            memcmp(p->arena.data + p->frame_off[f], s, len) == 0) {
+            *id = f;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int pa_profile_find_stack(const pa_profile *p, const uint32_t *ids, size_t n, size_t *index) {
+    if (!p->sslots_cap || n == 0)
+        return -1;
+    uint32_t h = (uint32_t)pa_hash_bytes(ids, n * sizeof *ids);
+    size_t mask = p->sslots_cap - 1;
+    for (size_t i = h & mask; p->sslots[i]; i = (i + 1) & mask) {
+        const struct stack *st = &p->stacks[p->sslots[i] - 1];
+        if (st->hash == h && st->depth == n &&
+            memcmp(p->pool + st->off, ids, n * sizeof *ids) == 0) {
+            *index = p->sslots[i] - 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 size_t pa_profile_frame_count(const pa_profile *p) {
     return p->nframes;
 }

@@ -46,6 +46,8 @@ const char *pa_format_name(pa_format f) {
 
 enum { MODE_SNIFF, MODE_TEXT, MODE_PPROF };
 
+#define PA_MAX_COUNT 1000000000000000ull
+
 struct pa_parser {
     pa_profile *p;
     char name[256];
@@ -153,7 +155,7 @@ static long split_count(const char *s, size_t len, uint64_t *count) {
     if (!is_digit(s[i]))
         return -1;
     for (; i < end && is_digit(s[i]); i++) {
-        if (c > (UINT64_MAX - 9) / 10)
+        if (c > PA_MAX_COUNT / 10) /* no real profile has 10^15 samples in one stack */
             return -1;
         c = c * 10 + (uint64_t)(s[i] - '0');
     }

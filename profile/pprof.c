@@ -432,8 +432,8 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
             free(frames);
             goto malformed;
         }
-        if ((int64_t)value <= 0)
-            continue;
+        if ((int64_t)value <= 0 || value > 1000000000000000ull)
+            continue; /* negative, or beyond any real count (same bound as text input) */
         /* location_id is leaf first, and a location's lines are leaf first too. */
         nstack = 0;
         for (size_t k = nlocids; k-- > 0;) {

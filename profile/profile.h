@@ -76,6 +76,10 @@ uint64_t pa_profile_total(const pa_profile *p);
 /* Stack i (0 <= i < pa_profile_stack_count): its frame ids, root first, and its count. */
 const uint32_t *pa_profile_stack(const pa_profile *p, size_t i, size_t *nframes, uint64_t *count);
 
+/* Lookups without modification: 0 and the id/index if present, -1 if not. */
+int pa_profile_find_frame(const pa_profile *p, const char *s, size_t len, uint32_t *id);
+int pa_profile_find_stack(const pa_profile *p, const uint32_t *ids, size_t nframes, size_t *index);
+
 /* ---- transforming ---- */
 
 /* Adds every stack of src into dst (frames are re-interned). */

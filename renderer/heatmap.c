@@ -1,9 +1,555 @@
+/* heatmap.c - the source heatmap: an index page and one page per Python source file, each
+ * line coloured by the samples that ran it.
+ *
+ * Self samples of a line are those where it is the leaf; total samples are those where it is
+ * anywhere on the stack, counted once per sample (a stamp per line remembers the last stack
+ * that counted it), so recursion never pushes a line past 100%. Colour is log-scaled against
+ * the hottest line of the whole profile, so pages can be compared with each other.
+ * Sources are read from disk only where the user allows: with --source-root given, a path
+ * must resolve (after symlinks) inside one of the new roots or it is not opened at all. */
 #include "render.h"
-int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *opts, const char *dir,
-                      pa_error *err) {
-    (void)p;
-    (void)opts;
-    (void)dir;
-    (void)err;
+
+#include "assets.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct line_entry {
+    uint32_t file; /* index in the files interner */
+    uint32_t line;
+    uint64_t self, total;
+    size_t stamp;
+};
+
+struct edge {
+    uint32_t entry;  /* the line */
+    uint32_t frame;  /* the caller's or callee's frame id */
+    uint32_t callee; /* 0: frame calls this line, 1: this line calls frame */
+    uint64_t count;
+};
+
+struct file_entry {
+    pa_frame_kind kind;
+    uint64_t self, total;
+    size_t stamp;
+    uint32_t lines_hit;
+};
+
+struct heat {
+    const pa_profile *p;
+    pa_profile *files;   /* interner of file names */
+    pa_profile *lines;   /* interner of (file, line) keys */
+    pa_profile *edgeset; /* interner of edge keys */
+    struct line_entry *le;
+    size_t nle, cap_le;
+    struct edge *edges;
+    size_t nedges, cap_edges;
+    struct file_entry *fe;
+    size_t cap_fe;
+    int64_t *entry_of; /* frame id -> line entry, -1 if the frame has no source line */
+    uint64_t max_total;
+};
+
+static void seterr(pa_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void seterr(pa_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        abort();
+    return q;
+}
+
+static uint32_t intern_file(struct heat *h, const char *file, size_t len, pa_frame_kind kind) {
+    size_t before = pa_profile_frame_count(h->files);
+    uint32_t id = pa_profile_intern(h->files, file, len);
+    if (pa_profile_frame_count(h->files) > before) {
+        if (id >= h->cap_fe) {
+            h->cap_fe = h->cap_fe ? h->cap_fe * 2 : 64;
+            h->fe = xrealloc(h->fe, h->cap_fe * sizeof *h->fe);
+        }
+        memset(&h->fe[id], 0, sizeof h->fe[id]);
+        h->fe[id].kind = kind;
+    }
+    return id;
+}
+
+static void build(struct heat *h) {
+    const pa_profile *p = h->p;
+    size_t nframes = pa_profile_frame_count(p);
+    h->entry_of = xrealloc(NULL, (nframes + 1) * sizeof *h->entry_of);
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        const char *s = pa_profile_frame(p, id, &len);
+        pa_frame_info fi;
+        pa_frame_parse(s, len, &fi);
+        h->entry_of[id] = -1;
+        if (!fi.file || !fi.line ||
+            (fi.kind != PA_FRAME_OWN && fi.kind != PA_FRAME_STDLIB && fi.kind != PA_FRAME_SITE))
+            continue;
+        uint32_t file = intern_file(h, fi.file, fi.file_len, fi.kind);
+        uint32_t key[2] = {file, fi.line};
+        size_t before = pa_profile_frame_count(h->lines);
+        uint32_t e = pa_profile_intern(h->lines, (const char *)key, sizeof key);
+        if (pa_profile_frame_count(h->lines) > before) {
+            if (e >= h->cap_le) {
+                h->cap_le = h->cap_le ? h->cap_le * 2 : 256;
+                h->le = xrealloc(h->le, h->cap_le * sizeof *h->le);
+            }
+            memset(&h->le[e], 0, sizeof h->le[e]);
+            h->le[e].file = file;
+            h->le[e].line = fi.line;
+            h->nle = e + 1;
+        }
+        h->entry_of[id] = e;
+    }
+    size_t nstacks = pa_profile_stack_count(p);
+    for (size_t s = 0; s < nstacks; s++) {
+        size_t n;
+        uint64_t count;
+        const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
+        for (size_t k = 0; k < n; k++) {
+            int64_t e = h->entry_of[ids[k]];
+            if (e < 0)
+                continue;
+            struct line_entry *l = &h->le[e];
+            if (l->stamp != s + 1) {
+                l->stamp = s + 1;
+                l->total += count;
+            }
+            struct file_entry *f = &h->fe[l->file];
+            if (f->stamp != s + 1) {
+                f->stamp = s + 1;
+                f->total += count;
+            }
+            if (k == n - 1) {
+                l->self += count;
+                f->self += count;
+            }
+            /* Edges to the neighbours on this stack. */
+            for (int dir = 0; dir < 2; dir++) {
+                if ((dir == 0 && k == 0) || (dir == 1 && k + 1 == n))
+                    continue;
+                uint32_t other = dir == 0 ? ids[k - 1] : ids[k + 1];
+                uint32_t key[3] = {(uint32_t)e, other, (uint32_t)dir};
+                size_t before = pa_profile_frame_count(h->edgeset);
+                uint32_t x = pa_profile_intern(h->edgeset, (const char *)key, sizeof key);
+                if (pa_profile_frame_count(h->edgeset) > before) {
+                    if (x >= h->cap_edges) {
+                        h->cap_edges = h->cap_edges ? h->cap_edges * 2 : 256;
+                        h->edges = xrealloc(h->edges, h->cap_edges * sizeof *h->edges);
+                    }
+                    h->edges[x] = (struct edge){(uint32_t)e, other, (uint32_t)dir, 0};
+                    h->nedges = x + 1;
+                }
+                h->edges[x].count += count;
+            }
+        }
+    }
+    for (size_t e = 0; e < h->nle; e++) {
+        if (h->le[e].total > h->max_total)
+            h->max_total = h->le[e].total;
+        if (h->le[e].total)
+            h->fe[h->le[e].file].lines_hit++;
+    }
+}
+
+/* ---- reading sources ---- */
+
+static int under(const char *path, const char *root) {
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Reads a source file into out, or explains in why why not. */
+static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, char *why,
+                       size_t whysize) {
+    char cand[PATH_MAX * 2];
+    if (file[0] == '<') {
+        snprintf(why, whysize, "not a file on disk");
+        return -1;
+    }
+    if (o && o->nroots) {
+        int mapped = 0;
+        for (size_t i = 0; i < o->nroots && !mapped; i++) {
+            if (under(file, o->root_from[i])) {
+                size_t n = strlen(o->root_from[i]);
+                while (n > 1 && o->root_from[i][n - 1] == '/')
+                    n--;
+                snprintf(cand, sizeof cand, "%s%s", o->root_to[i], file + n);
+                mapped = 1;
+            }
+        }
+        if (!mapped && file[0] != '/' && o->nroots)
+            snprintf(cand, sizeof cand, "%s/%s", o->root_to[0], file), mapped = 1;
+        if (!mapped) {
+            snprintf(why, whysize, "outside the --source-root mappings: not read");
+            return -1;
+        }
+        char real[PATH_MAX];
+        if (!realpath(cand, real)) {
+            snprintf(why, whysize, "source not available (%s)", strerror(errno));
+            return -1;
+        }
+        int inside = 0;
+        for (size_t i = 0; i < o->nroots && !inside; i++) {
+            char root[PATH_MAX];
+            if (realpath(o->root_to[i], root) && under(real, root))
+                inside = 1;
+        }
+        if (!inside) {
+            snprintf(why, whysize, "resolves outside the source roots: not read");
+            return -1;
+        }
+        snprintf(cand, sizeof cand, "%s", real);
+    } else {
+        snprintf(cand, sizeof cand, "%s", file);
+    }
+    struct stat sb;
+    if (stat(cand, &sb) != 0) {
+        snprintf(why, whysize, "source not available (%s)", strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode) || sb.st_size > 16 * 1024 * 1024) {
+        snprintf(why, whysize, "source not available (not a regular file under 16 MB)");
+        return -1;
+    }
+    FILE *f = fopen(cand, "rb");
+    if (!f) {
+        snprintf(why, whysize, "source not available (%s)", strerror(errno));
+        return -1;
+    }
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        pa_buf_append(out, chunk, n);
+    fclose(f);
     return 0;
+}
+
+/* ---- pages ---- */
+
+static void page_head(pa_buf *b, const char *title, const char *subtitle) {
+    pa_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                   "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                   "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+                   "<link rel=\"icon\" href=\"data:,\">\n<title>");
+    pa_buf_html_str(b, title, strlen(title));
+    if (subtitle) {
+        pa_buf_puts(b, " — ");
+        pa_buf_html_str(b, subtitle, strlen(subtitle));
+    }
+    pa_buf_puts(b, "</title>\n<style>\n");
+    pa_buf_append(b, pa_asset_heatmap_css, pa_asset_heatmap_css_len);
+    pa_buf_puts(b, "</style>\n</head>\n<body>\n");
+}
+
+static void page_tail(pa_buf *b) {
+    pa_buf_puts(b, "<script>\n");
+    pa_buf_append(b, pa_asset_heatmap_js, pa_asset_heatmap_js_len);
+    pa_buf_puts(b, "</script>\n</body>\n</html>\n");
+}
+
+static double heat_of(const struct heat *h, uint64_t total) {
+    if (!total || !h->max_total)
+        return 0;
+    return log1p((double)total) / log1p((double)h->max_total);
+}
+
+static void put_pct(pa_buf *b, uint64_t n, uint64_t all) {
+    pa_buf_printf(b, "%.2f%%", all ? 100.0 * (double)n / (double)all : 0.0);
+}
+
+static int cmp_edge(const void *a, const void *b) {
+    const struct edge *x = *(const struct edge *const *)a, *y = *(const struct edge *const *)b;
+    if (x->entry != y->entry)
+        return x->entry < y->entry ? -1 : 1;
+    if (x->callee != y->callee)
+        return x->callee < y->callee ? -1 : 1;
+    return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
+}
+
+static void file_page_name(char *buf, size_t size, uint32_t file) {
+    snprintf(buf, size, "file-%u.html", file);
+}
+
+/* A link to where another frame's line is shown, or its plain name. */
+static void put_frame_link(pa_buf *b, const struct heat *h, uint32_t frame) {
+    size_t len;
+    const char *s = pa_profile_frame(h->p, frame, &len);
+    int64_t e = h->entry_of[frame];
+    if (e >= 0) {
+        char page[64];
+        file_page_name(page, sizeof page, h->le[e].file);
+        pa_buf_printf(b, "<a href=\"%s#line-%u\">", page, h->le[e].line);
+        pa_buf_html_str(b, s, len);
+        pa_buf_puts(b, "</a>");
+    } else {
+        pa_buf_html_str(b, s, len);
+    }
+}
+
+static void put_edges(pa_buf *b, const struct heat *h, struct edge **sorted, size_t from,
+                      size_t to) {
+    for (int dir = 0; dir < 2; dir++) {
+        int any = 0;
+        for (size_t i = from; i < to; i++) {
+            const struct edge *x = sorted[i];
+            if ((int)x->callee != dir)
+                continue;
+            if (!any)
+                pa_buf_puts(b, dir == 0 ? "<div class=\"rel\"><b>callers</b><ul>"
+                                        : "<div class=\"rel\"><b>callees</b><ul>");
+            any = 1;
+            pa_buf_printf(b, "<li><span class=\"n\">%llu</span> ", (unsigned long long)x->count);
+            put_frame_link(b, h, x->frame);
+            pa_buf_puts(b, "</li>");
+        }
+        if (any)
+            pa_buf_puts(b, "</ul></div>");
+    }
+}
+
+static int write_file(const char *dir, const char *name, const pa_buf *b, pa_error *err) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || (b->len && fwrite(b->data, 1, b->len, f) != b->len) || fclose(f) != 0) {
+        seterr(err, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t file,
+                     struct edge **sorted, const size_t *edge_start, const char *dir,
+                     pa_error *err) {
+    size_t flen;
+    const char *fname = pa_profile_frame(h->files, file, &flen);
+    uint64_t all = pa_profile_total(h->p);
+    pa_buf b = {0}, src = {0};
+    page_head(&b, fname, o && o->title ? o->title : NULL);
+    pa_buf_puts(&b, "<header><a href=\"index.html\">&larr; all files</a><h1>");
+    pa_buf_html_str(&b, fname, flen);
+    pa_buf_puts(&b, "</h1><p class=\"sum\">");
+    pa_buf_printf(&b, "%llu samples on this file's lines (", (unsigned long long)h->fe[file].total);
+    put_pct(&b, h->fe[file].total, all);
+    pa_buf_printf(&b, " of %llu), %llu with a line here as the leaf · %s</p>",
+                  (unsigned long long)all, (unsigned long long)h->fe[file].self,
+                  pa_frame_kind_name(h->fe[file].kind));
+    pa_buf_puts(&b, "<label><input type=\"checkbox\" id=\"hide-cold\"> hide cold lines</label> "
+                    "<span class=\"legend\">colour: total samples, log scale · self = samples "
+                    "where the line is the leaf · total = samples where it is on the stack, "
+                    "counted once</span></header>\n");
+
+    /* The lines with samples, by line number. */
+    uint32_t maxline = 0;
+    for (size_t e = 0; e < h->nle; e++)
+        if (h->le[e].file == file && h->le[e].line > maxline)
+            maxline = h->le[e].line;
+    int64_t *by_line = xrealloc(NULL, ((size_t)maxline + 2) * sizeof *by_line);
+    for (size_t i = 0; i <= maxline; i++)
+        by_line[i] = -1;
+    for (size_t e = 0; e < h->nle; e++)
+        if (h->le[e].file == file)
+            by_line[h->le[e].line] = (int64_t)e;
+
+    char why[256];
+    int have = read_source(o, fname, &src, why, sizeof why) == 0;
+    if (!have) {
+        pa_buf_puts(&b, "<p class=\"missing\">");
+        pa_buf_html_str(&b, why, strlen(why));
+        pa_buf_puts(&b, "; showing the sampled lines only.</p>\n");
+    }
+    pa_buf_puts(&b, "<table class=\"src\"><thead><tr><th>line</th><th>self</th><th>total</th>"
+                    "<th>code</th></tr></thead><tbody>\n");
+    const char *p = src.data, *end = src.data + src.len;
+    uint32_t ln = 0;
+    for (;;) {
+        ln++;
+        const char *text = NULL;
+        size_t tlen = 0;
+        if (have) {
+            if (p >= end && ln > maxline)
+                break;
+            if (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                text = p;
+                tlen = nl ? (size_t)(nl - p) : (size_t)(end - p);
+                p = nl ? nl + 1 : end;
+                if (tlen && text[tlen - 1] == '\r')
+                    tlen--;
+            }
+        } else {
+            if (ln > maxline)
+                break;
+            if (by_line[ln] < 0 || !h->le[by_line[ln]].total)
+                continue;
+        }
+        int64_t e = ln <= maxline ? by_line[ln] : -1;
+        const struct line_entry *l = e >= 0 ? &h->le[e] : NULL;
+        int hot = l && l->total;
+        pa_buf_printf(&b, "<tr id=\"line-%u\" class=\"%s\"", ln, hot ? "hot" : "cold");
+        if (hot)
+            pa_buf_printf(&b, " style=\"--heat:%.3f\"", heat_of(h, l->total));
+        pa_buf_printf(&b, "><td class=\"ln\"><a href=\"#line-%u\">%u</a></td>", ln, ln);
+        if (hot) {
+            pa_buf_printf(&b, "<td class=\"n\" title=\"");
+            put_pct(&b, l->self, all);
+            pa_buf_printf(&b, " of all samples\">%llu</td><td class=\"n\" title=\"",
+                          (unsigned long long)l->self);
+            put_pct(&b, l->total, all);
+            pa_buf_printf(&b, " of all samples\">%llu</td>", (unsigned long long)l->total);
+        } else {
+            pa_buf_puts(&b, "<td></td><td></td>");
+        }
+        pa_buf_puts(&b, "<td class=\"code\">");
+        if (text) {
+            pa_buf_puts(&b, "<code>");
+            pa_buf_html_str(&b, text, tlen);
+            pa_buf_puts(&b, "</code>");
+        } else if (!have) {
+            pa_buf_puts(&b, "<code class=\"na\">(source not available)</code>");
+        }
+        if (hot && edge_start[e] < edge_start[e + 1]) {
+            pa_buf_puts(&b, "<details><summary>callers &amp; callees</summary>");
+            put_edges(&b, h, sorted, edge_start[e], edge_start[e + 1]);
+            pa_buf_puts(&b, "</details>");
+        }
+        pa_buf_puts(&b, "</td></tr>\n");
+    }
+    pa_buf_puts(&b, "</tbody></table>\n");
+    page_tail(&b);
+    char name[64];
+    file_page_name(name, sizeof name, file);
+    int rc = write_file(dir, name, &b, err);
+    free(by_line);
+    pa_buf_free(&b);
+    pa_buf_free(&src);
+    return rc;
+}
+
+static const struct heat *sort_ctx;
+static int cmp_file(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const struct file_entry *fx = &sort_ctx->fe[x], *fy = &sort_ctx->fe[y];
+    if (fx->total != fy->total)
+        return fx->total < fy->total ? 1 : -1;
+    return x < y ? -1 : x > y;
+}
+
+int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char *dir,
+                      pa_error *err) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        seterr(err, "cannot create directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct heat h;
+    memset(&h, 0, sizeof h);
+    h.p = p;
+    h.files = pa_profile_new();
+    h.lines = pa_profile_new();
+    h.edgeset = pa_profile_new();
+    build(&h);
+
+    /* Edges grouped by line: a sorted array of pointers and where each line's run starts. */
+    struct edge **sorted = xrealloc(NULL, (h.nedges + 1) * sizeof *sorted);
+    for (size_t i = 0; i < h.nedges; i++)
+        sorted[i] = &h.edges[i];
+    qsort(sorted, h.nedges, sizeof *sorted, cmp_edge);
+    size_t *edge_start = xrealloc(NULL, (h.nle + 2) * sizeof *edge_start);
+    size_t k = 0;
+    for (size_t e = 0; e <= h.nle; e++) {
+        while (k < h.nedges && sorted[k]->entry < e)
+            k++;
+        edge_start[e] = k;
+    }
+
+    int rc = 0;
+    size_t nfiles = pa_profile_frame_count(h.files);
+    for (uint32_t f = 0; f < nfiles && rc == 0; f++)
+        rc = file_page(&h, o, f, sorted, edge_start, dir, err);
+
+    if (rc == 0) {
+        uint64_t all = pa_profile_total(p);
+        const char *title = o && o->title ? o->title : "Heatmap";
+        pa_buf b = {0};
+        page_head(&b, title, NULL);
+        pa_buf_puts(&b, "<header><h1>");
+        pa_buf_html_str(&b, title, strlen(title));
+        pa_buf_printf(&b,
+                      "</h1><p class=\"sum\">%llu samples · %zu source files · colour: total "
+                      "samples of the file's hottest line, log scale</p></header>\n",
+                      (unsigned long long)all, nfiles);
+        uint32_t *order = xrealloc(NULL, (nfiles + 1) * sizeof *order);
+        for (uint32_t f = 0; f < nfiles; f++)
+            order[f] = f;
+        sort_ctx = &h;
+        qsort(order, nfiles, sizeof *order, cmp_file);
+        static const struct {
+            pa_frame_kind kind;
+            const char *title;
+        } groups[] = {{PA_FRAME_OWN, "Your code"},
+                      {PA_FRAME_STDLIB, "Standard library"},
+                      {PA_FRAME_SITE, "site-packages"}};
+        for (size_t g = 0; g < 3; g++) {
+            pa_buf_printf(&b, "<section class=\"group\" id=\"group-%s\"><h2>%s</h2>",
+                          pa_frame_kind_name(groups[g].kind), groups[g].title);
+            int any = 0;
+            for (size_t i = 0; i < nfiles; i++) {
+                uint32_t f = order[i];
+                if (h.fe[f].kind != groups[g].kind)
+                    continue;
+                if (!any)
+                    pa_buf_puts(&b, "<table class=\"files\"><thead><tr><th>file</th><th>total</th>"
+                                    "<th>total %</th><th>self</th><th>lines hit</th></tr>"
+                                    "</thead><tbody>\n");
+                any = 1;
+                uint64_t hottest = 0;
+                for (size_t e = 0; e < h.nle; e++)
+                    if (h.le[e].file == f && h.le[e].total > hottest)
+                        hottest = h.le[e].total;
+                size_t flen;
+                const char *fname = pa_profile_frame(h.files, f, &flen);
+                char page[64];
+                file_page_name(page, sizeof page, f);
+                pa_buf_printf(&b, "<tr style=\"--heat:%.3f\"><td><a href=\"%s\">",
+                              heat_of(&h, hottest), page);
+                pa_buf_html_str(&b, fname, flen);
+                pa_buf_printf(&b, "</a></td><td class=\"n\">%llu</td><td class=\"n\">",
+                              (unsigned long long)h.fe[f].total);
+                put_pct(&b, h.fe[f].total, all);
+                pa_buf_printf(&b, "</td><td class=\"n\">%llu</td><td class=\"n\">%u</td></tr>\n",
+                              (unsigned long long)h.fe[f].self, h.fe[f].lines_hit);
+            }
+            pa_buf_puts(&b, any ? "</tbody></table></section>\n"
+                                : "<p class=\"none\">no samples</p></section>\n");
+        }
+        page_tail(&b);
+        rc = write_file(dir, "index.html", &b, err);
+        pa_buf_free(&b);
+        free(order);
+    }
+    free(sorted);
+    free(edge_start);
+    free(h.le);
+    free(h.edges);
+    free(h.fe);
+    free(h.entry_of);
+    pa_profile_free(h.files);
+    pa_profile_free(h.lines);
+    pa_profile_free(h.edgeset);
+    return rc;
 }

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# cli_test.sh - integration tests of pyagent-render on real files, one case per ctest:
+#   cli_test.sh PATH/TO/pyagent-render CASE
+# Assertions are about behaviour (totals, exit codes, messages, escaping), not golden files.
+set -uo pipefail
+RENDER=$1
+CASE=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+GEN="python3 $HERE/../../bench/render/genprofile.py"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+fail() {
+    echo "FAIL [$CASE]: $*" >&2
+    exit 1
+}
+# Sum of the counts of a folded file (ignoring # lines).
+total() { grep -v '^#' "$1" | awk '{s += $NF} END {printf "%d", s}'; }
+expect_exit() { # expect_exit CODE STDERR_PATTERN COMMAND...
+    local code=$1 pattern=$2
+    shift 2
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ "$rc" = "$code" ] || fail "'$*' exited $rc, expected $code: $(cat "$T/err")"
+    grep -Eq -- "$pattern" "$T/err" || fail "'$*': stderr lacks /$pattern/: $(cat "$T/err")"
+}
+
+case $CASE in
+totals)
+    $GEN --stacks 3000 --samples 50000 --seed 3 -o "$T/a.folded"
+    [ "$(total "$T/a.folded")" = 50000 ] || fail "generator total"
+    "$RENDER" export "$T/a.folded" -o "$T/b.folded" || fail "export"
+    [ "$(total "$T/b.folded")" = 50000 ] || fail "export total $(total "$T/b.folded")"
+    [ "$(grep -vc '^#' "$T/b.folded")" = 3000 ] || fail "unique stacks"
+    grep -q '^# pyagent 1 rate=250 mode=cpu' "$T/b.folded" || fail "metadata lost"
+    "$RENDER" flamegraph "$T/a.folded" -o "$T/a.html" || fail "flamegraph"
+    grep -q '"total":50000' "$T/a.html" || fail "flamegraph total"
+    ;;
+merge)
+    $GEN --stacks 500 --samples 7000 --seed 1 -o "$T/a.folded"
+    $GEN --stacks 800 --samples 9000 --seed 2 -o "$T/b.folded"
+    "$RENDER" export "$T/a.folded" "$T/b.folded" "$T/a.folded" -o "$T/m.folded" || fail "merge"
+    [ "$(total "$T/m.folded")" = 23000 ] || fail "merged total $(total "$T/m.folded")"
+    # the same stacks twice aggregate: unique stacks of a+b, not a+b+a
+    n=$(cat "$T/a.folded" "$T/b.folded" | grep -v '^#' | sed 's/ [0-9]*$//' | sort -u | wc -l)
+    [ "$(grep -vc '^#' "$T/m.folded")" = "$n" ] || fail "merged unique stacks"
+    ;;
+dialects)
+    printf 'P4242;T0:4243;/srv/app.py:<module>:40;/srv/app.py:main:31 100\nP4242;T0:4244;/srv/app.py:<module>:40 5\n' >"$T/austin.txt"
+    printf 'tid:77;app.py:<module>:3;app.py:f:9 4\ntid:78;app.py:<module>:3 1\n' >"$T/cpython.txt"
+    printf 'process 12:"python app.py";thread (0x7F00);<module> (app.py:3);f (app.py:9) 7\n' >"$T/pyspy.txt"
+    printf 'main;a;b 5\nmain;c 2\n' >"$T/plain.folded"
+    "$RENDER" export "$T/austin.txt" -o "$T/o1" || fail "austin"
+    grep -qx 'thread:4243;<module> (/srv/app.py:40);main (/srv/app.py:31) 100' "$T/o1" || fail "austin frames: $(cat "$T/o1")"
+    "$RENDER" export "$T/cpython.txt" -o "$T/o2" || fail "cpython"
+    grep -qx 'thread:77;<module> (app.py:3);f (app.py:9) 4' "$T/o2" || fail "cpython frames: $(cat "$T/o2")"
+    "$RENDER" export "$T/pyspy.txt" -o "$T/o3" || fail "py-spy"
+    grep -qx 'thread:0x7F00;<module> (app.py:3);f (app.py:9) 7' "$T/o3" || fail "py-spy frames: $(cat "$T/o3")"
+    "$RENDER" export "$T/austin.txt" "$T/cpython.txt" "$T/pyspy.txt" "$T/plain.folded" -o "$T/all" || fail "mixed merge"
+    [ "$(total "$T/all")" = 124 ] || fail "mixed total $(total "$T/all")"
+    ;;
+gzip_pprof)
+    $GEN --stacks 400 --samples 6000 -o "$T/a.folded"
+    gzip -c "$T/a.folded" >"$T/a.folded.gz"
+    "$RENDER" export "$T/a.folded.gz" -o "$T/b.folded" || fail "gzip input"
+    [ "$(total "$T/b.folded")" = 6000 ] || fail "gzip total"
+    "$RENDER" export "$T/a.folded" -o "$T/a.pb.gz" || fail "pprof export"
+    [ "$(head -c2 "$T/a.pb.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] || fail "pprof not gzip"
+    "$RENDER" export "$T/a.pb.gz" -o "$T/c.folded" || fail "pprof input"
+    diff <(grep -v '^#' "$T/b.folded" | sort) <(grep -v '^#' "$T/c.folded" | sort) || fail "pprof round trip differs"
+    gunzip -c "$T/a.pb.gz" >"$T/a.pb"
+    "$RENDER" top "$T/a.pb" >"$T/top" || fail "plain pprof input"
+    grep -q '^6000 samples' "$T/top" || fail "plain pprof total"
+    cat "$T/a.folded.gz" "$T/a.folded.gz" >"$T/twice.gz"
+    "$RENDER" top "$T/twice.gz" | grep -q '^12000 samples' || fail "concatenated gzip members"
+    ;;
+malformed)
+    printf 'a;b 1\na;b;c nope\n\nno_count\na;c 2\n' >"$T/bad.folded"
+    expect_exit 0 'skipped 2 malformed lines \(first at line 2\)' "$RENDER" export "$T/bad.folded" -o "$T/o"
+    [ "$(total "$T/o")" = 3 ] || fail "good lines lost"
+    printf 'only garbage\nmore garbage\n' >"$T/garbage"
+    expect_exit 1 'no valid stack in 2 lines.*first at line 1' "$RENDER" flamegraph "$T/garbage" -o "$T/g.html"
+    [ ! -e "$T/g.html" ] || fail "output written for bad input"
+    head -c 100 /dev/urandom >"$T/rand.gz"
+    printf '\x1f\x8b\x08\x00garbage' >"$T/corrupt.gz"
+    expect_exit 1 'gzip' "$RENDER" top "$T/corrupt.gz"
+    printf '\x0a\x04\x08\x01\x10\x02\x12\xff\xff' >"$T/trunc.pb"
+    expect_exit 1 'pprof' "$RENDER" top "$T/trunc.pb"
+    ;;
+empty_and_missing)
+    : >"$T/empty.folded"
+    expect_exit 1 'empty.folded: empty input' "$RENDER" flamegraph "$T/empty.folded" -o "$T/o.html"
+    printf '# pyagent 1 rate=100\n' >"$T/header-only.folded"
+    expect_exit 1 'no samples' "$RENDER" top "$T/header-only.folded"
+    expect_exit 1 'cannot open .*missing.folded: No such file' "$RENDER" top "$T/missing.folded"
+    mkdir "$T/dir"
+    expect_exit 1 'dir' "$RENDER" top "$T/dir"
+    printf 'a 1\n' >"$T/ok.folded"
+    chmod 000 "$T/ok.folded"
+    if [ "$(id -u)" != 0 ]; then
+        expect_exit 1 'Permission denied' "$RENDER" top "$T/ok.folded"
+    fi
+    chmod 644 "$T/ok.folded"
+    expect_exit 1 'cannot write' "$RENDER" flamegraph "$T/ok.folded" -o "$T/nodir/x.html"
+    printf 'a;b 3\n' | "$RENDER" top - | grep -q '^3 samples' || fail "stdin input"
+    ;;
+usage)
+    expect_exit 2 'usage' "$RENDER"
+    expect_exit 2 "unknown command 'nope'" "$RENDER" nope x
+    expect_exit 2 'no input profile' "$RENDER" top
+    expect_exit 2 'required' "$RENDER" flamegraph x.folded
+    expect_exit 2 'BASELINE CURRENT' "$RENDER" diff a -o x.html
+    expect_exit 2 'bad --width' "$RENDER" flamegraph a -o x.svg --width 0
+    "$RENDER" --help | grep -q 'flamegraph PROFILE' || fail "--help"
+    printf 'a 1\n' >"$T/a"
+    expect_exit 2 'bad regular expression' "$RENDER" top "$T/a" --include '('
+    ;;
+escaping)
+    $GEN --hostile -o "$T/evil.folded"
+    "$RENDER" flamegraph "$T/evil.folded" -o "$T/e.html" || fail "html"
+    [ "$(grep -o '</script' "$T/e.html" | wc -l)" = 2 ] || fail "a name closed a <script> element"
+    grep -q '<img' "$T/e.html" && fail "markup injected into the HTML"
+    grep -q 'u003c/script\\u003e\\u003cimg src=x' "$T/e.html" || fail "name not kept readable in JSON"
+    grep -q "Flamegraph: evil.folded" "$T/e.html" || fail "title"
+    "$RENDER" flamegraph "$T/evil.folded" -o "$T/e.svg" --title '<b>"t"</b>' || fail "svg"
+    grep -q '<img\|<b>' "$T/e.svg" && fail "markup injected into the SVG"
+    grep -q '&lt;/script&gt;&lt;img src=x' "$T/e.svg" || fail "svg name not escaped readably"
+    grep -q '\\x00byte' "$T/e.svg" || fail "NUL not shown"
+    if command -v xmllint >/dev/null; then xmllint --noout "$T/e.svg" || fail "svg not well-formed"; fi
+    "$RENDER" export "$T/evil.folded" -o "$T/e.json" || fail "speedscope"
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/e.json" || fail "speedscope JSON invalid"
+    "$RENDER" diff "$T/evil.folded" "$T/evil.folded" -o "$T/d.html" || fail "diff"
+    [ "$(grep -o '</script' "$T/d.html" | wc -l)" = 2 ] || fail "diff: name closed a script"
+    "$RENDER" heatmap "$T/evil.folded" -o "$T/hm" || fail "heatmap"
+    grep -rq '<img' "$T/hm" && fail "markup injected into the heatmap"
+    grep -q 'evil&lt;/script&gt;.py' "$T/hm/index.html" || fail "heatmap file name not escaped readably"
+    "$RENDER" top "$T/evil.folded" | grep -q $'\x01' && fail "control characters reach the terminal"
+    ;;
+diff_folded)
+    $GEN --stacks 600 --samples 8000 -o "$T/a.folded"
+    $GEN --stacks 600 --samples 8000 --variant 1 -o "$T/b.folded"
+    "$RENDER" diff "$T/a.folded" "$T/b.folded" --format folded >"$T/d" || fail "diff folded"
+    [ "$(awk '{s += $(NF-1)} END {print s}' "$T/d")" = "$(total "$T/a.folded")" ] || fail "before column"
+    [ "$(awk '{s += $NF} END {print s}' "$T/d")" = "$(total "$T/b.folded")" ] || fail "after column"
+    grep -q 'new_feature_0 (/srv/app/feature.py:1) 0 [0-9]' "$T/d" || fail "new stack not 0 before"
+    "$RENDER" diff "$T/a.folded" "$T/b.folded" -o "$T/d.html" || fail "diff html"
+    grep -q '"baseTotal":8000' "$T/d.html" || fail "diff html baseline total"
+    ;;
+exports)
+    printf '# pyagent 1 rate=100\nthread:A;f (a.py:1);g (a.py:5) 30\nthread:B;f (a.py:2);h (b.py:9) 10\n' >"$T/a.folded"
+    "$RENDER" export "$T/a.folded" -o "$T/f.folded" --include 'h \(' || fail "include"
+    [ "$(total "$T/f.folded")" = 10 ] || fail "include total"
+    "$RENDER" export "$T/a.folded" -o "$T/f.folded" --exclude 'thread:A' || fail "exclude"
+    [ "$(total "$T/f.folded")" = 10 ] || fail "exclude total"
+    "$RENDER" export "$T/a.folded" -o "$T/n.folded" --by-function --merge-threads --normalize 100 || fail "transform"
+    grep -qx 'f (a.py);g (a.py) 75' "$T/n.folded" || fail "normalised: $(cat "$T/n.folded")"
+    "$RENDER" export "$T/a.folded" -o "$T/s.json" || fail "speedscope"
+    python3 - "$T/s.json" <<'EOF' || fail "speedscope structure"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["$schema"].endswith("file-format-schema.json")
+names = [f["name"] for f in d["shared"]["frames"]]
+profs = {p["name"]: p for p in d["profiles"]}
+assert set(profs) == {"thread:A", "thread:B"}, profs.keys()
+a = profs["thread:A"]
+assert a["type"] == "sampled" and a["weights"] == [30] and a["endValue"] == 30
+assert [names[i] for i in a["samples"][0]] == ["f", "g"]
+assert d["shared"]["frames"][a["samples"][0][1]]["line"] == 5
+EOF
+    "$RENDER" export "$T/a.folded" -o "$T/p.pb.gz" || fail "pprof"
+    "$RENDER" export "$T/p.pb.gz" -o "$T/back.folded" || fail "pprof back"
+    diff <(grep -v '^#' "$T/a.folded" | sort) <(grep -v '^#' "$T/back.folded" | sort) || fail "pprof round trip"
+    grep -q 'rate=100' "$T/back.folded" || fail "pprof lost the rate"
+    ;;
+top)
+    printf 'thread:A;main (a.py:1);rec (a.py:5);rec (a.py:5);leaf (a.py:9) 6\nthread:A;main (a.py:1);other (a.py:20) 4\n' >"$T/a.folded"
+    "$RENDER" top "$T/a.folded" -n 3 >"$T/t" || fail "top"
+    grep -q '^10 samples' "$T/t" || fail "summary"
+    grep -Eq '60\.00% +6 +60\.00% +6 +leaf \(a.py\)' "$T/t" || fail "self row: $(cat "$T/t")"
+    grep -Eq '0\.00% +0 +60\.00% +6 +rec \(a.py\)' "$T/t" || fail "recursion counted twice: $(cat "$T/t")"
+    [ "$(grep -Ec '^ +[0-9.]+% ' "$T/t")" = 6 ] || fail "limit -n 3 (two tables of 3 rows)"
+    "$RENDER" top "$T/a.folded" --by line | grep -q 'leaf (a.py:9)' || fail "--by line"
+    ;;
+heatmap)
+    mkdir -p "$T/src/app" "$T/outside"
+    for i in $(seq 1 30); do echo "line_$i = $i  # <i>$i</i>"; done >"$T/src/app/main.py"
+    echo "secret = 1" >"$T/outside/secret.py"
+    ln -s "$T/outside/secret.py" "$T/src/app/link.py"
+    cat >"$T/p.folded" <<EOF
+thread:Main;<module> (/build/app/main.py:3);work (/build/app/main.py:10);work (/build/app/main.py:10);leaf (/build/app/main.py:20) 5
+thread:Main;<module> (/build/app/main.py:3);x (/build/app/link.py:1) 2
+thread:Main;<module> (/build/app/main.py:3);y ($T/outside/secret.py:1) 2
+thread:Main;<module> (/build/app/main.py:3);loads (/usr/lib/python3.11/json/__init__.py:346) 3
+EOF
+    "$RENDER" heatmap "$T/p.folded" -o "$T/hm" --source-root /build="$T/src" || fail "heatmap"
+    [ -f "$T/hm/index.html" ] || fail "no index"
+    page=$(grep -o 'href="file-[0-9]*.html">/build/app/main.py' "$T/hm/index.html" | grep -o 'file-[0-9]*.html')
+    [ -n "$page" ] || fail "main.py not in index"
+    grep -q 'id="group-own"' "$T/hm/index.html" && grep -q 'id="group-stdlib"' "$T/hm/index.html" || fail "groups"
+    grep -q 'line_10 = 10  # &lt;i&gt;10&lt;/i&gt;' "$T/hm/$page" || fail "source not shown/escaped"
+    grep -Eq 'id="line-10" class="hot".*title="[0-9.]+% of all samples">0</td><td class="n" title="[0-9.]+% of all samples">5</td>' "$T/hm/$page" || fail "recursive line counted twice"
+    grep -Eq 'id="line-20" class="hot".*>5</td><td class="n" [^>]*>5</td>' "$T/hm/$page" || fail "leaf self/total"
+    grep -rq 'secret = 1' "$T/hm" && fail "read a file outside the source root"
+    grep -rq 'outside the' "$T/hm" || fail "outside files not reported as such"
+    grep -rq 'source not available' "$T/hm" || fail "missing source not reported"
+    ;;
+svg)
+    $GEN --stacks 300 --samples 3000 -o "$T/a.folded"
+    "$RENDER" flamegraph "$T/a.folded" -o "$T/a.svg" --title 'My title' --width 900 --minwidth 2 --colors hot --inverted --reverse || fail "svg"
+    grep -q 'width="900"' "$T/a.svg" || fail "width"
+    grep -q '>My title</text>' "$T/a.svg" || fail "title"
+    grep -q 'data-inverted="1"' "$T/a.svg" || fail "inverted"
+    grep -q 'omitted' "$T/a.svg" || fail "minwidth pruning not reported"
+    grep -q '(3000 samples, 100.00%)' "$T/a.svg" || fail "root total"
+    if command -v xmllint >/dev/null; then xmllint --noout "$T/a.svg" || fail "svg not well-formed"; fi
+    "$RENDER" flamegraph "$T/a.folded" -o "$T/b.html" --format svg || fail "--format svg"
+    head -c 5 "$T/b.html" | grep -q '<?xml' || fail "--format svg ignored"
+    ;;
+*)
+    fail "unknown case"
+    ;;
+esac
+echo "ok [$CASE]"
