@@ -32,7 +32,8 @@ void pa_buf_reserve(pa_buf *b, size_t extra) {
 
 void pa_buf_append(pa_buf *b, const void *data, size_t len) {
     pa_buf_reserve(b, len);
-    memcpy(b->data + b->len, data, len);
+    if (len) /* data may be NULL when len is 0 */
+        memcpy(b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = '\0';
 }

@@ -359,8 +359,10 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         pa_set_error(err, "malformed pprof: the string table must start with \"\"");
         goto out;
     }
-    qsort(funcs, nfunc, sizeof *funcs, cmp_func);
-    qsort(locs, nloc, sizeof *locs, cmp_loc);
+    if (nfunc)
+        qsort(funcs, nfunc, sizeof *funcs, cmp_func);
+    if (nloc)
+        qsort(locs, nloc, sizeof *locs, cmp_loc);
 
     pa_buf name = {0};
     uint32_t *frames = NULL; /* per location, its frame ids leaf first */
@@ -371,7 +373,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         for (size_t k = 0; k < l->nlines; k++) {
             struct pline *ln = &lines[l->first_line + k];
             struct pfunc key = {ln->func, 0, 0};
-            struct pfunc *f = bsearch(&key, funcs, nfunc, sizeof *funcs, cmp_func);
+            struct pfunc *f = nfunc ? bsearch(&key, funcs, nfunc, sizeof *funcs, cmp_func) : NULL;
             name.len = 0;
             if (f && f->name < nstr && strs[f->name].len) {
                 pa_buf_append(&name, strs[f->name].s, strs[f->name].len);
@@ -438,7 +440,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         nstack = 0;
         for (size_t k = nlocids; k-- > 0;) {
             struct ploc key = {.id = locids[k]};
-            struct ploc *l = bsearch(&key, locs, nloc, sizeof *locs, cmp_loc);
+            struct ploc *l = nloc ? bsearch(&key, locs, nloc, sizeof *locs, cmp_loc) : NULL;
             if (!l) {
                 GROW(stack, nstack, capstack);
                 stack[nstack++] = pa_profile_intern(p, "<unknown>", 9);

@@ -375,7 +375,7 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
     }
     pa_buf_puts(&b, "<table class=\"src\"><thead><tr><th>line</th><th>self</th><th>total</th>"
                     "<th>code</th></tr></thead><tbody>\n");
-    const char *p = src.data, *end = src.data + src.len;
+    const char *p = src.data ? src.data : "", *end = p + src.len;
     uint32_t ln = 0;
     for (;;) {
         ln++;
@@ -468,7 +468,8 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
     struct edge **sorted = xrealloc(NULL, (h.nedges + 1) * sizeof *sorted);
     for (size_t i = 0; i < h.nedges; i++)
         sorted[i] = &h.edges[i];
-    qsort(sorted, h.nedges, sizeof *sorted, cmp_edge);
+    if (h.nedges)
+        qsort(sorted, h.nedges, sizeof *sorted, cmp_edge);
     size_t *edge_start = xrealloc(NULL, (h.nle + 2) * sizeof *edge_start);
     size_t k = 0;
     for (size_t e = 0; e <= h.nle; e++) {
@@ -497,7 +498,8 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
         for (uint32_t f = 0; f < nfiles; f++)
             order[f] = f;
         sort_ctx = &h;
-        qsort(order, nfiles, sizeof *order, cmp_file);
+        if (nfiles)
+            qsort(order, nfiles, sizeof *order, cmp_file);
         static const struct {
             pa_frame_kind kind;
             const char *title;
