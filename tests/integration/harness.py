@@ -1,0 +1,107 @@
+"""Shared helpers of the integration tests: run a real program under the agent (or not),
+read the folded profiles it leaves behind. Standard library only."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+PROFILE_RE = re.compile(r"^pyagent\.(\d+)\.folded$")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+class Profile:
+    """A folded file in our dialect: header metadata and (frames, count) stacks."""
+
+    def __init__(self, path):
+        self.path = path
+        self.meta = {}
+        self.stacks = []
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.startswith("# pyagent 1"):
+                    for kv in line.split()[3:]:
+                        k, _, v = kv.partition("=")
+                        self.meta[k] = v
+                    continue
+                if not line or line.startswith("#"):
+                    continue
+                stack, _, count = line.rpartition(" ")
+                self.stacks.append((stack.split(";"), int(count)))
+
+    def total(self, pred=lambda frames: True):
+        return sum(c for frames, c in self.stacks if pred(frames))
+
+    def threads(self):
+        return {frames[0] for frames, _ in self.stacks}
+
+
+class Run:
+    def __init__(self, rc, out, err, cwd):
+        self.rc, self.out, self.err, self.cwd = rc, out, err, cwd
+
+    def profiles(self):
+        found = {}
+        for name in os.listdir(self.cwd):
+            m = PROFILE_RE.match(name)
+            if m:
+                found[int(m.group(1))] = Profile(os.path.join(self.cwd, name))
+        return found
+
+    def profile(self):
+        ps = self.profiles()
+        check(len(ps) == 1, "expected one profile, found %d: %s" % (len(ps), sorted(ps)))
+        return next(iter(ps.values()))
+
+
+class Context:
+    def __init__(self, python, lib, launcher):
+        self.python = python
+        self.lib = lib
+        self.launcher = launcher
+        self.tmp = tempfile.mkdtemp(prefix="pyagent-it-")
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def workdir(self):
+        return tempfile.mkdtemp(dir=self.tmp)
+
+    def run(self, argv, agent=True, env=None, timeout=300, cwd=None):
+        """Runs argv (a program name from programs/ becomes python + its path)."""
+        if argv and argv[0].endswith(".py"):
+            argv = [self.python, os.path.join(PROGRAMS, argv[0])] + list(argv[1:])
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
+        e.pop("LD_PRELOAD", None)
+        e["PYTHONDONTWRITEBYTECODE"] = "1"
+        if agent:
+            e["LD_PRELOAD"] = self.lib
+            e.setdefault("PYAGENT_RATE", "250")
+        e.update(env or {})
+        if agent and "PYAGENT_RATE" in (env or {}) and env["PYAGENT_RATE"] is None:
+            del e["PYAGENT_RATE"]
+        cwd = cwd or self.workdir()
+        p = subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
+        return Run(p.returncode, p.stdout, p.stderr, cwd)
+
+    def same_as_without(self, argv, env=None, **kw):
+        """Runs argv with and without the agent; asserts identical exit status and stdout."""
+        with_agent = self.run(argv, agent=True, env=env, **kw)
+        without = self.run(argv, agent=False, **kw)
+        check(with_agent.rc == without.rc,
+              "exit status %d with the agent, %d without\nstderr: %s"
+              % (with_agent.rc, without.rc, with_agent.err[-2000:]))
+        check(with_agent.out == without.out,
+              "stdout differs with the agent:\n--- with\n%s--- without\n%s" % (with_agent.out, without.out))
+        return with_agent

@@ -1,0 +1,65 @@
+"""Known CPU split: the main thread alternates between two pure-Python functions (30/70),
+a second thread compresses with zlib (the GIL is released inside). Each measures its own CPU
+with time.thread_time(); the truth goes to the JSON file named by argv[1]."""
+import json
+import os
+import random
+import sys
+import threading
+import time
+import zlib
+
+SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
+truth = {}
+
+
+def spin_a(t):
+    x = 0
+    end = time.thread_time() + t
+    while time.thread_time() < end:
+        for i in range(2000):
+            x += i * i
+    return x
+
+
+def spin_b(t):
+    x = 0
+    end = time.thread_time() + t
+    while time.thread_time() < end:
+        for i in range(2000):
+            x ^= i * 3
+    return x
+
+
+def main_work():
+    a = b = 0.0
+    start = time.thread_time()
+    while time.thread_time() - start < SECONDS:
+        t0 = time.thread_time()
+        # Random lengths (mean 3 ms and 7 ms) so the split cannot alias with the
+        # scheduler tick that drives CPU-time timers.
+        spin_a(random.uniform(0.001, 0.005))
+        t1 = time.thread_time()
+        spin_b(random.uniform(0.003, 0.011))
+        t2 = time.thread_time()
+        a += t1 - t0
+        b += t2 - t1
+    truth["spin_a"] = a
+    truth["spin_b"] = b
+
+
+def compress_work():
+    data = os.urandom(1 << 18) * 16
+    start = time.thread_time()
+    while time.thread_time() - start < SECONDS:
+        zlib.compress(data, 6)
+    truth["compressor"] = time.thread_time() - start
+
+
+t = threading.Thread(target=compress_work, name="Compressor")
+t.start()
+main_work()
+t.join()
+with open(sys.argv[1], "w") as f:
+    json.dump(truth, f)
+print("accuracy done")

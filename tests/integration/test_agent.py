@@ -1,0 +1,208 @@
+"""Integration tests of libpyagent.so: real Python programs under the agent.
+
+    python3 test_agent.py --python PY --lib libpyagent.so --launcher bin/pyagent CASE
+    python3 test_agent.py --list
+
+Each case is a function test_CASE(ctx); it passes by returning, fails by raising."""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
+
+
+def frame_name(frame):
+    return frame.split(" (", 1)[0]
+
+
+def has_frame(name):
+    return lambda frames: any(frame_name(f) == name or frame_name(f).endswith("." + name) for f in frames)
+
+
+def test_accuracy(ctx):
+    """Shares of two functions and two threads within 2 points of thread_time(), >= 5000 samples."""
+    r = ctx.run(["accuracy.py", "truth.json", "10.5"], cwd=None)
+    check(r.rc == 0, "accuracy.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    got = {
+        "spin_a": p.total(lambda fr: frame_name(fr[-1]) == "spin_a"),
+        "spin_b": p.total(lambda fr: frame_name(fr[-1]) == "spin_b"),
+        "compressor": p.total(lambda fr: fr[0] == "thread:Compressor"),
+    }
+    n = sum(got.values())
+    check(n >= 5000, "only %d samples in the measured functions (want >= 5000)" % n)
+    tsum = sum(truth.values())
+    report = []
+    for k in got:
+        share, want = 100.0 * got[k] / n, 100.0 * truth[k] / tsum
+        report.append("%s: %.2f%% sampled, %.2f%% measured" % (k, share, want))
+        check(abs(share - want) <= 2.0, "share off by more than 2 points: " + "; ".join(report))
+    print("; ".join(report) + "; samples=%d" % n)
+
+
+def test_line_numbers(ctx):
+    """The hot line of a function is the line reported."""
+    src = open(os.path.join(PROGRAMS, "lines.py")).read().splitlines()
+    hot = 1 + next(i for i, l in enumerate(src) if l.endswith("# HOT"))
+    r = ctx.run(["lines.py"])
+    check(r.rc == 0, r.err)
+    p = r.profile()
+    lines = {}
+    for frames, c in p.stacks:
+        for f in frames:
+            m = re.match(r"^work \(.*lines\.py:(\d+)\)$", f)
+            if m:
+                lines[int(m.group(1))] = lines.get(int(m.group(1)), 0) + c
+    total = sum(lines.values())
+    check(total >= 200, "too few samples in work(): %r" % lines)
+    check(lines.get(hot, 0) >= 0.9 * total, "hot line %d has %d of %d samples: %r" % (hot, lines.get(hot, 0), total, lines))
+
+
+def test_stack_shapes(ctx):
+    """Deep recursion, generators, coroutines, exceptions and 300 short threads."""
+    r = ctx.same_as_without(["shapes.py"])
+    p = r.profile()
+    check(p.total(lambda fr: "<truncated>" in fr) > 0, "5000-deep recursion shows no <truncated> frame")
+    check(p.total(lambda fr: frame_name(fr[-1]) == "burn" and "<truncated>" in fr) > 0,
+          "the leaf of the deep recursion is not burn()")
+    check(p.total(has_frame("producer")) > 0, "no samples in the generator")
+    check(p.total(has_frame("coro_work")) > 0, "no samples in the coroutines")
+    check(p.total(has_frame("raise_and_catch")) > 0, "no samples in raise_and_catch")
+    check(len(p.threads()) >= 10, "expected samples from many threads, got %r" % sorted(p.threads()))
+    check(int(p.meta.get("truncated", 0)) > 0, "header does not count truncated stacks: %r" % p.meta)
+
+
+def test_processes(ctx):
+    """fork, multiprocessing fork and spawn, Python and non-Python subprocesses."""
+    r = ctx.same_as_without(["processes.py", "pids.txt"])
+    pids = {int(x) for x in open(os.path.join(r.cwd, "pids.txt")).read().split()}
+    profs = r.profiles()
+    check(set(profs) == pids, "profiles for pids %s, Python processes were %s" % (sorted(profs), sorted(pids)))
+    for pid, p in profs.items():
+        check(p.meta.get("pid") == str(pid), "profile of %d says pid=%s" % (pid, p.meta.get("pid")))
+    busy = [pid for pid, p in profs.items() if p.total(has_frame("burn")) > 0]
+    # All but the resource tracker and the `python -c` child run burn().
+    check(len(busy) >= len(pids) - 2, "burn() sampled in only %d of %d processes" % (len(busy), len(pids)))
+
+
+def test_signals(ctx):
+    """Own SIGPROF handler with ITIMER_PROF, set_wakeup_fd and sleep precision as without us."""
+    r = ctx.same_as_without(["signals.py"])
+    check(r.rc == 0, "signals.py saw a difference: %s" % r.err[-2000:])
+    check(int(r.profile().meta.get("samples", 0)) > 0, "no samples taken")
+
+
+def test_corrupted_line_table(ctx):
+    """Garbage in a running function's line table: no crash."""
+    r = ctx.same_as_without(["corrupt.py"])
+    check(r.profile().total(has_frame("victim")) > 0, "victim() not sampled")
+
+
+def test_fault_injection(ctx):
+    """Unreadable frames (faulting reads) give <unknown> frames and no crash."""
+    r = ctx.same_as_without(["plain.py", "1.5"], env={"PYAGENT_FAULT_INJECT": "5"})
+    p = r.profile()
+    check(p.total(lambda fr: "<unknown>" in fr) > 0, "no <unknown> frames")
+    check(int(p.meta.get("unreadable", 0)) > 0, "unreadable not counted: %r" % p.meta)
+    check(p.total(has_frame("work")) > 0, "good samples are missing too")
+
+
+def test_bad_configuration(ctx):
+    """Each bad value: one warning naming the variable, defaults used, program unaffected."""
+    cases = {
+        "PYAGENT_RATE": "fast", "PYAGENT_MODE": "bogus", "PYAGENT_MAX_DEPTH": "-3",
+        "PYAGENT_UPLOAD_INTERVAL": "0", "PYAGENT_LOG": "loud", "PYAGENT_ENABLE": "maybe",
+    }
+    for var, val in cases.items():
+        r = ctx.same_as_without(["plain.py", "0.5", "3"], env={var: val})
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(len(lines) == 1 and var in lines[0] and val in lines[0],
+              "%s=%s: expected one warning naming it, got %r" % (var, val, lines))
+        p = r.profile()
+        if var == "PYAGENT_RATE":
+            check(p.meta.get("rate") == "100", "default rate not used: %r" % p.meta)
+
+
+def test_off_switch(ctx):
+    """PYAGENT_ENABLE=0: no file, no thread."""
+    prog = "import os; print(len(os.listdir('/proc/self/task')))"
+    off = ctx.run([ctx.python, "-c", prog], env={"PYAGENT_ENABLE": "0"})
+    without = ctx.run([ctx.python, "-c", prog], agent=False)
+    check(off.out == without.out, "thread count %s with the agent off, %s without" % (off.out, without.out))
+    check(not off.profiles(), "a profile was written with the agent off")
+
+
+def test_launcher(ctx):
+    """pyagent run --rate N -o FILE -- python app.py"""
+    cwd = ctx.workdir()
+    r = ctx.run([ctx.launcher, "run", "--rate", "200", "-o", "out.%p.folded", "--",
+                 ctx.python, os.path.join(PROGRAMS, "plain.py"), "0.5"], agent=False, cwd=cwd)
+    check(r.rc == 0 and r.out == "plain done\n", "launcher run failed: %s %s" % (r.out, r.err))
+    files = [f for f in os.listdir(cwd) if f.startswith("out.") and f.endswith(".folded")]
+    check(len(files) == 1, "expected one out.PID.folded, got %r" % files)
+    p = Profile(os.path.join(cwd, files[0]))
+    check(p.meta.get("rate") == "200", "rate not passed: %r" % p.meta)
+    check(p.total(has_frame("work")) > 0, "work() not sampled")
+
+
+def test_not_python(ctx):
+    """In a process that is not CPython the agent does nothing: no file, thread or handler."""
+    cwd = ctx.workdir()
+    r = ctx.run(["/bin/sh", "-c", "ls / >/dev/null; echo hi; exit 3"], cwd=cwd)
+    check(r.rc == 3 and r.out == "hi\n", "sh misbehaved: %r %r" % (r.out, r.err))
+    check(os.listdir(cwd) == [], "files appeared: %r" % os.listdir(cwd))
+    # A live non-Python process: one thread, SIGPROF not caught.
+    import subprocess
+    env = dict(os.environ, LD_PRELOAD=ctx.lib, PYAGENT_RATE="250")
+    p = subprocess.Popen(["sleep", "2"], env=env, cwd=cwd)
+    time.sleep(0.5)
+    tasks = os.listdir("/proc/%d/task" % p.pid)
+    status = open("/proc/%d/status" % p.pid).read()
+    p.wait()
+    sigcgt = int(re.search(r"SigCgt:\s*([0-9a-f]+)", status).group(1), 16)
+    check(len(tasks) == 1, "sleep has %d threads under the agent" % len(tasks))
+    check(not sigcgt & (1 << (27 - 1)), "sleep catches SIGPROF under the agent")
+    check(os.listdir(cwd) == [], "files appeared: %r" % os.listdir(cwd))
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
+PYTHON_INDEPENDENT = {"not_python"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python")
+    ap.add_argument("--lib")
+    ap.add_argument("--launcher")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("case", nargs="?")
+    a = ap.parse_args()
+    if a.list:
+        for name in CASES:
+            print(name, "independent" if name in PYTHON_INDEPENDENT else "per-python")
+        return 0
+    ctx = Context(a.python, os.path.abspath(a.lib), os.path.abspath(a.launcher))
+    t0 = time.time()
+    try:
+        CASES[a.case](ctx)
+    except Failure as e:
+        print("FAIL %s on %s: %s" % (a.case, a.python, e))
+        return 1
+    except Exception:
+        traceback.print_exc()
+        print("FAIL %s on %s: unexpected error" % (a.case, a.python))
+        return 1
+    finally:
+        ctx.cleanup()
+    print("PASS %s on %s (%.1fs)" % (a.case, a.python, time.time() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
