@@ -354,6 +354,7 @@
     while (stack.length) {
       const [v, x] = stack.pop();
       const w = V.total[v] * scale;
+      if (V.total[v] === 0) continue; /* in a diff: a stack only the baseline has */
       if (w < MIN_PX) { prunedTotal += V.total[v]; prunedCount++; continue; }
       rect(v, x, w, V.depth[v], false);
       let cx = x;
@@ -574,20 +575,23 @@
   }
 
   /* A small API for tests and for people poking at the page from the console. */
-  window.pyagentFlame = {
-    find(label) {
-      for (let d = 0; d < rows.length; d++) {
-        for (const [x, w, v] of rows[d] || []) {
-          if (v > 0 && labelOf(v) === label) {
-            const r = canvas.getBoundingClientRect();
-            const rowsShown = Math.round(r.height / ROW);
-            const y = state.inverted ? d * ROW : (rowsShown - 1 - d) * ROW;
-            return { x: r.left + x, y: r.top + y, w, h: ROW - 1, colour: colourOf(v), total: V.total[v] };
-          }
+  function findAll(label) {
+    const found = [];
+    const r = canvas.getBoundingClientRect();
+    const rowsShown = Math.round(r.height / ROW);
+    for (let d = 0; d < rows.length; d++) {
+      for (const [x, w, v] of rows[d] || []) {
+        if (v > 0 && labelOf(v) === label) {
+          const y = state.inverted ? d * ROW : (rowsShown - 1 - d) * ROW;
+          found.push({ x: r.left + x, y: r.top + y, w, h: ROW - 1, colour: colourOf(v), total: V.total[v] });
         }
       }
-      return null;
-    },
+    }
+    return found;
+  }
+  window.pyagentFlame = {
+    find: (label) => findAll(label)[0] || null,
+    findAll,
     state: () => JSON.parse(JSON.stringify(state)),
     pruned: () => ({ total: prunedTotal, count: prunedCount }),
   };

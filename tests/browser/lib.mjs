@@ -36,13 +36,14 @@ export async function launch() {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
-  const close = async () => {
+  browser.close_ = async () => {
     await browser.close();
     rmSync(profileDir, { recursive: true, force: true });
   };
-  return { browser, close };
+  return browser;
 }
 
+// launch() returns the browser context; close it with ctx.close_() (also removes its profile).
 // Opens a report file; returns the page and the lists of console errors and of requests.
 export async function open(browser, file, hash = '', viewport = { width: 1280, height: 800 }) {
   const page = await browser.newPage();
@@ -62,4 +63,15 @@ export async function open(browser, file, hash = '', viewport = { width: 1280, h
 
 export function shot(page, name) {
   return page.screenshot({ path: join(SHOTS, name + '.png') });
+}
+
+// page.waitForFunction evaluates strings, which the reports' Content-Security-Policy forbids
+// (as it should); poll with evaluate instead.
+export async function waitFor(page, fn, arg, timeout = 5000) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    if (await page.evaluate(fn, arg)) return;
+    if (Date.now() > end) throw new Error('timed out waiting for ' + fn.toString());
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
