@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs="build-essential cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
-  libunwind-dev libmicrohttpd-dev libsqlite3-dev patchelf"
+  libunwind-dev libmicrohttpd-dev libsqlite3-dev patchelf curl"
 test_pkgs="libcmocka-dev clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
   npm hyperfine procps file binutils ca-certificates"
 

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Agent cost benchmark.
+
+  bench/agent_overhead.py [--python PY] [--rounds N] [--lib build/release/lib/libpyagent.so]
+  bench/agent_overhead.py --handler-per-version     (handler cost at depth 30, every interpreter)
+
+1. Overhead: each workload runs N rounds; each round runs it without the agent, with it at
+   100 Hz and at 250 Hz, in that order (alternating, so drift hits all three alike). The cost
+   is the child's whole CPU time (user + system, from wait4: the agent's own thread
+   included). Reported: the median over rounds of the with/without ratio.
+2. Handler cost: a program spinning at stack depth 10, 30 and 100; the handler's own p50/p99
+   (from the histogram in the profile header), median over runs.
+3. The floor: bench/signal_floor (an empty handler's delivery cost on this machine).
+Prints a Markdown report; --json FILE writes the numbers too."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORKLOADS = ["fib", "deep", "strings", "objects", "generators", "json_roundtrip"]
+
+
+def run_cpu(argv, env):
+    """Runs argv; returns the child's CPU seconds (user + sys)."""
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=env["PWD"])
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if status != 0:
+        sys.exit("benchmark run failed: %s\n%s" % (" ".join(argv), err))
+    return ru.ru_utime + ru.ru_stime
+
+
+def base_env(tmp):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_") and k != "LD_PRELOAD"}
+    env["PWD"] = tmp
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def agent_env(tmp, lib, rate, extra=None):
+    env = base_env(tmp)
+    env.update({"LD_PRELOAD": lib, "PYAGENT_RATE": str(rate), "PYAGENT_OUTPUT": os.path.join(tmp, "p.%p.folded")})
+    env.update(extra or {})
+    return env
+
+
+def read_header(tmp):
+    for name in os.listdir(tmp):
+        if name.endswith(".folded"):
+            with open(os.path.join(tmp, name)) as f:
+                first = f.readline().split()
+            os.unlink(os.path.join(tmp, name))
+            return dict(kv.split("=", 1) for kv in first[3:] if "=" in kv)
+    return {}
+
+
+def overhead(py, lib, rounds, tmp):
+    rows = []
+    for w in WORKLOADS:
+        prog = os.path.join(HERE, "workloads", w + ".py")
+        ratios = {100: [], 250: []}
+        bases = []
+        for _ in range(rounds):
+            b = run_cpu([py, prog], base_env(tmp))
+            bases.append(b)
+            for rate in (100, 250):
+                ratios[rate].append(run_cpu([py, prog], agent_env(tmp, lib, rate)) / b)
+                read_header(tmp)
+        rows.append({
+            "workload": w,
+            "base_cpu_s": statistics.median(bases),
+            "ratio_100": statistics.median(ratios[100]),
+            "ratio_250": statistics.median(ratios[250]),
+        })
+    return rows
+
+
+def handler_cost(py, lib, depths, runs, tmp, seconds=3.0):
+    rows = []
+    prog = os.path.join(HERE, "workloads", "depth.py")
+    for d in depths:
+        p50, p99 = [], []
+        for _ in range(runs):
+            run_cpu([py, prog, str(d), str(seconds)], agent_env(tmp, lib, 250))
+            h = read_header(tmp)
+            p50.append(int(h.get("handler_p50_ns", 0)))
+            p99.append(int(h.get("handler_p99_ns", 0)))
+        rows.append({"depth": d, "p50_ns": statistics.median(p50), "p99_ns": statistics.median(p99)})
+    return rows
+
+
+def floor_ns():
+    exe = os.path.join(ROOT, "build", "release", "bin", "signal_floor")
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    return float(out.split()[1])
+
+
+def pythons():
+    path = os.path.join(ROOT, "build", "pythons.txt")
+    with open(path) as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if not cols[2].endswith("-ft"):
+                yield cols[0], cols[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", default=os.path.expanduser("~/.pyenv/versions/3.11.7/bin/python3.11"))
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "release", "lib", "libpyagent.so"))
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--handler-runs", type=int, default=5)
+    ap.add_argument("--handler-per-version", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if not os.path.exists(a.python):
+        a.python = "/usr/bin/python3"
+    lib = os.path.abspath(a.lib)
+    tmp = tempfile.mkdtemp(prefix="pyagent-bench-")
+    result = {}
+    if a.handler_per_version:
+        print("| interpreter | handler p50 at depth 30 | p99 |")
+        print("|---|---|---|")
+        result["per_version"] = []
+        for name, py in pythons():
+            r = handler_cost(py, lib, [30], a.handler_runs, tmp, seconds=2.0)[0]
+            result["per_version"].append(dict(r, python=name))
+            print("| %s | %.2f µs | %.2f µs |" % (name, r["p50_ns"] / 1000, r["p99_ns"] / 1000))
+    else:
+        fl = floor_ns()
+        result["floor_ns"] = fl
+        print("Python: %s; %d alternating rounds per workload; signal delivery floor %.2f µs\n" % (a.python, a.rounds, fl / 1000))
+        print("| workload | CPU without (s) | +CPU at 100 Hz | +CPU at 250 Hz |")
+        print("|---|---|---|---|")
+        result["overhead"] = overhead(a.python, lib, a.rounds, tmp)
+        for r in result["overhead"]:
+            print("| %s | %.3f | %+.2f%% | %+.2f%% |" % (r["workload"], r["base_cpu_s"], (r["ratio_100"] - 1) * 100, (r["ratio_250"] - 1) * 100))
+        m100 = statistics.median(r["ratio_100"] for r in result["overhead"])
+        m250 = statistics.median(r["ratio_250"] for r in result["overhead"])
+        print("| **median of workloads** | | %+.2f%% | %+.2f%% |" % ((m100 - 1) * 100, (m250 - 1) * 100))
+        print("\n| stack depth | handler p50 | handler p99 |")
+        print("|---|---|---|")
+        result["handler"] = handler_cost(a.python, lib, [10, 30, 100], a.handler_runs, tmp)
+        for r in result["handler"]:
+            print("| %d | %.2f µs | %.2f µs |" % (r["depth"], r["p50_ns"] / 1000, r["p99_ns"] / 1000))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
