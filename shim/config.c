@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,94 @@ static void set_output(struct pa_config *cfg, const char *v) {
     strcat(cfg->output, v);
 }
 
+static int env_bool(const char *name, int def) {
+    const char *v = env(name);
+    if (!v)
+        return def;
+    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no"))
+        return 0;
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "yes"))
+        return 1;
+    pa_log(PA_LOG_ERROR, "%s=\"%.64s\" is not 0 or 1; using %d", name, v, def);
+    return def;
+}
+
+/* The first of the variables that is set, copied into out. */
+static void env_str(char *out, size_t len, const char *name, const char *fallback) {
+    const char *v = env(name);
+    if (!v && fallback)
+        v = env(fallback);
+    if (!v)
+        return;
+    if (strlen(v) >= len) {
+        pa_log(PA_LOG_ERROR, "%s is longer than %zu bytes; ignored",
+               v == env(name) ? name : fallback, len - 1);
+        return;
+    }
+    strcpy(out, v);
+}
+
+/* The script's name from /proc/self/cmdline: "python3 app.py" -> "app", "python -m pkg.mod"
+ * -> "pkg.mod", "python -c ..." or the bare REPL -> "python". */
+static void default_app_name(char *out, size_t len) {
+    snprintf(out, len, "python");
+    char buf[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    const char *arg = buf + strlen(buf) + 1; /* skip the interpreter */
+    int module = 0;
+    while (arg < buf + n) {
+        if (!strcmp(arg, "-m")) {
+            module = 1;
+        } else if (!strcmp(arg, "-c")) {
+            return;
+        } else if (arg[0] != '-' || module) {
+            break;
+        }
+        arg += strlen(arg) + 1;
+    }
+    if (arg >= buf + n || !*arg)
+        return;
+    const char *base = strrchr(arg, '/');
+    base = base ? base + 1 : arg;
+    snprintf(out, len, "%s", base);
+    size_t l = strlen(out);
+    if (!module && l > 3 && !strcmp(out + l - 3, ".py"))
+        out[l - 3] = 0;
+}
+
+static void read_upload_config(struct pa_config *cfg) {
+    env_str(cfg->tags, sizeof cfg->tags, "PYAGENT_TAGS", NULL);
+    cfg->tag_host = env_bool("PYAGENT_TAG_HOST", 1);
+    cfg->tag_pid = env_bool("PYAGENT_TAG_PID", 1);
+    cfg->upload_pprof = 1;
+    const char *v = env("PYAGENT_UPLOAD_FORMAT");
+    if (v && !strcmp(v, "folded"))
+        cfg->upload_pprof = 0;
+    else if (v && strcmp(v, "pprof"))
+        pa_log(PA_LOG_ERROR, "PYAGENT_UPLOAD_FORMAT=\"%.64s\" is not pprof or folded; using pprof",
+               v);
+    env_str(cfg->auth_token, sizeof cfg->auth_token, "PYAGENT_AUTH_TOKEN", NULL);
+    env_str(cfg->basic_user, sizeof cfg->basic_user, "PYAGENT_BASIC_AUTH_USER",
+            "PYROSCOPE_BASIC_AUTH_USER");
+    env_str(cfg->basic_password, sizeof cfg->basic_password, "PYAGENT_BASIC_AUTH_PASSWORD",
+            "PYROSCOPE_BASIC_AUTH_PASSWORD");
+    env_str(cfg->tenant, sizeof cfg->tenant, "PYAGENT_TENANT_ID", "PYROSCOPE_TENANT_ID");
+    env_str(cfg->ca_file, sizeof cfg->ca_file, "PYAGENT_CA_FILE", NULL);
+    cfg->tls_verify = env_bool("PYAGENT_TLS_VERIFY", 1);
+    cfg->connect_timeout_ms = env_uint("PYAGENT_CONNECT_TIMEOUT_MS", 10, 600000, 3000);
+    cfg->upload_timeout_ms = env_uint("PYAGENT_UPLOAD_TIMEOUT_MS", 10, 600000, 10000);
+    cfg->exit_timeout_ms = env_uint("PYAGENT_EXIT_TIMEOUT_MS", 0, 600000, 2000);
+    cfg->spool_max_mb = env_uint("PYAGENT_SPOOL_MAX_MB", 1, 1000000, 64);
+    env_str(cfg->spool_dir, sizeof cfg->spool_dir, "PYAGENT_SPOOL_DIR", NULL);
+}
+
 void pa_config_read(struct pa_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     const char *v = env("PYAGENT_LOG");
@@ -89,14 +178,7 @@ void pa_config_read(struct pa_config *cfg) {
     }
     cfg->log_level = pa_log_level;
 
-    cfg->enabled = 1;
-    v = env("PYAGENT_ENABLE");
-    if (v) {
-        if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no"))
-            cfg->enabled = 0;
-        else if (strcmp(v, "1") && strcmp(v, "true") && strcmp(v, "on") && strcmp(v, "yes"))
-            pa_log(PA_LOG_ERROR, "PYAGENT_ENABLE=\"%.64s\" is not 0 or 1; using 1", v);
-    }
+    cfg->enabled = env_bool("PYAGENT_ENABLE", 1);
 
     cfg->rate = env_uint("PYAGENT_RATE", 1, 10000, 100);
     cfg->interval_s = env_uint("PYAGENT_UPLOAD_INTERVAL", 1, 3600, 10);
@@ -119,6 +201,10 @@ void pa_config_read(struct pa_config *cfg) {
         v = env("PYROSCOPE_APPLICATION_NAME");
     if (v)
         snprintf(cfg->app_name, sizeof cfg->app_name, "%s", v);
+    else
+        default_app_name(cfg->app_name, sizeof cfg->app_name);
+
+    read_upload_config(cfg);
 
     v = env("PYAGENT_OUTPUT");
     if (v)

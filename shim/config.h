@@ -18,6 +18,20 @@ struct pa_config {
     char server[1024];    /* PYAGENT_SERVER / PYROSCOPE_SERVER_ADDRESS */
     char app_name[256];   /* PYAGENT_APP_NAME / PYROSCOPE_APPLICATION_NAME */
     unsigned fault_every; /* PYAGENT_FAULT_INJECT (fault-injection builds only) */
+
+    /* Uploads (docs/continuous.md). */
+    char tags[1024];          /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */
+    int tag_host, tag_pid;    /* PYAGENT_TAG_HOST, PYAGENT_TAG_PID */
+    int upload_pprof;         /* PYAGENT_UPLOAD_FORMAT: 1 pprof (gzip), 0 folded */
+    char auth_token[512];     /* PYAGENT_AUTH_TOKEN: Authorization: Bearer */
+    char basic_user[256];     /* PYAGENT_BASIC_AUTH_USER / PYROSCOPE_BASIC_AUTH_USER */
+    char basic_password[256]; /* PYAGENT_BASIC_AUTH_PASSWORD / PYROSCOPE_BASIC_AUTH_PASSWORD */
+    char tenant[256];         /* PYAGENT_TENANT_ID / PYROSCOPE_TENANT_ID: X-Scope-OrgID */
+    char ca_file[1024];       /* PYAGENT_CA_FILE */
+    int tls_verify;           /* PYAGENT_TLS_VERIFY */
+    unsigned connect_timeout_ms, upload_timeout_ms, exit_timeout_ms;
+    char spool_dir[1024];  /* PYAGENT_SPOOL_DIR */
+    unsigned spool_max_mb; /* PYAGENT_SPOOL_MAX_MB */
 };
 
 /* Fills cfg from the environment; warnings go to stderr. */

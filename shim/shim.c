@@ -93,9 +93,18 @@ static int ctl_wait(long ms) { /* returns 1 when asked to stop */
     return stop;
 }
 
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Drains, writes the local file, uploads. At exit, everything is bounded by
+ * PYAGENT_EXIT_TIMEOUT_MS: what cannot be sent by then stays in the spool. */
 static void flush(int final) {
     pthread_mutex_lock(&flush_lock);
     pa_uploader_drain();
+    pa_uploader_upload(final ? mono_now() + cfg.exit_timeout_ms / 1000.0 : 0, final);
     pa_uploader_write_local(final);
     pthread_mutex_unlock(&flush_lock);
 }

@@ -16,10 +16,13 @@
 #include "../agent/sampler.h"
 #include "../profile/profile.h"
 #include "../shim/log.h"
+#include "send.h"
 
 static struct pa_config cfg;
 static struct pa_python py;
-static pa_profile *total; /* everything since this process started sampling */
+static pa_profile *total;   /* everything since this process started sampling (local file) */
+static pa_profile *pending; /* drained since the last upload */
+static time_t pending_from; /* start of the samples in pending */
 static char out_path[4096];
 static time_t started;
 static uint64_t dropped_total;
@@ -41,9 +44,11 @@ int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     cfg = *c;
     py = *p;
     total = pa_profile_new();
-    started = time(NULL);
+    pending = pa_profile_new();
+    started = pending_from = time(NULL);
     set_out_path(0);
-    return total ? 0 : -1;
+    pa_send_init(&cfg);
+    return total && pending ? 0 : -1;
 }
 
 const char *pa_uploader_output_path(void) {
@@ -60,7 +65,7 @@ static uint32_t thread_frame(uint32_t serial) {
         else if ((unsigned char)*s < 0x20 || *s == 0x7f)
             *s = '?';
     int n = snprintf(frame, sizeof frame, "thread:%s", name);
-    return pa_profile_intern(total, frame, (size_t)n);
+    return pa_profile_intern(pending, frame, (size_t)n);
 }
 
 static uint32_t code_frame(const struct pa_frame *f) {
@@ -88,7 +93,7 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = 0;
     if ((size_t)n >= sizeof buf)
         n = sizeof buf - 1;
-    return pa_profile_intern(total, buf, (size_t)n);
+    return pa_profile_intern(pending, buf, (size_t)n);
 }
 
 void pa_uploader_drain(void) {
@@ -107,11 +112,29 @@ void pa_uploader_drain(void) {
         ids[n++] = thread_frame(s->thread);
         for (uint32_t k = d; k-- > 0;) /* the table is leaf first; profiles are root first */
             ids[n++] = code_frame(&f[k]);
-        pa_profile_add_stack_ids(total, ids, n, atomic_load(&s->count));
+        pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
     }
     dropped_total += atomic_load(&t->dropped);
     pa_table_clear(t);
     pa_threads_prune();
+}
+
+void pa_uploader_upload(double deadline, int final) {
+    time_t now = time(NULL);
+    char rate[16];
+    snprintf(rate, sizeof rate, "%u", cfg.rate);
+    pa_profile_set_meta(pending, "rate", rate);
+    pa_profile_set_meta(pending, "mode", "cpu");
+    if (out_path[0])
+        pa_profile_merge(total, pending);
+    if (cfg.server[0]) {
+        /* from/until must not be empty: the collector and Pyroscope want until > from. */
+        pa_send_spool(pending, pending_from, now > pending_from ? now : pending_from + 1);
+        pa_send_flush(deadline, !final);
+    }
+    pa_profile_free(pending);
+    pending = pa_profile_new();
+    pending_from = now;
 }
 
 static void set_meta_u64(const char *key, uint64_t v) {
@@ -174,8 +197,11 @@ int pa_uploader_write_local(int final) {
 
 void pa_uploader_fork_child(void) {
     pa_profile_free(total);
+    pa_profile_free(pending);
     total = pa_profile_new();
-    started = time(NULL);
+    pending = pa_profile_new();
+    started = pending_from = time(NULL);
+    pa_send_fork_child();
     dropped_total = 0;
     write_failed_logged = 0;
     set_out_path(1);

@@ -13,6 +13,10 @@
 int pa_uploader_init(const struct pa_config *cfg, const struct pa_python *py);
 /* Moves every sample counted so far into the profiles. */
 void pa_uploader_drain(void);
+/* Hands what was drained since the last call to the local profile and, with a server, to the
+ * spool, then sends the spool until deadline (monotonic seconds; 0 = the configured time-outs
+ * only). final: the last upload of this process (ignores back-off). */
+void pa_uploader_upload(double deadline, int final);
 /* Writes the local file (if one is configured). final: the last write of this process. */
 int pa_uploader_write_local(int final);
 /* The child of a fork starts with empty profiles and its own file name. */
