@@ -54,11 +54,13 @@ def raise_and_catch():
 
 
 def many_threads():
+    # 5 ms of CPU each: CPU-time timers fire on the scheduler tick (4 ms here), so a thread
+    # much shorter than a tick is rarely sampled at all.
     def tiny():
-        burn(0.002)
+        burn(0.005)
 
     for _ in range(10):
-        ts = [threading.Thread(target=tiny) for _ in range(30)]
+        ts = [threading.Thread(target=tiny) for _ in range(20)]
         for t in ts:
             t.start()
         for t in ts:
