@@ -1,0 +1,93 @@
+"""A scriptable ingest server for upload fault tests: it answers POST /ingest according to a
+mode and records every profile it accepted (folded bodies) so that a test can check that no
+sample was lost or doubled.
+
+Modes: ok; fail5xx:N (the first N requests get 503); reject413; reset:N (the first N
+connections are closed without an answer); slow:S (answers after S seconds); flap:SEED (a
+seeded coin decides per request between 200, 503 and a reset, before reading the body)."""
+import http.server
+import random
+import socket
+import threading
+import time
+import urllib.parse
+
+
+class BadServer:
+    def __init__(self, mode="ok", port=0):
+        self.mode = mode
+        self.accepted = []  # (query dict, body text)
+        self.requests = 0
+        self.lock = threading.Lock()
+        parent = self
+        kind, _, arg = mode.partition(":")
+        rng = random.Random(int(arg) if kind == "flap" and arg else 1)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                with parent.lock:
+                    parent.requests += 1
+                    n = parent.requests
+                    action = "ok"
+                    if kind == "fail5xx" and n <= int(arg):
+                        action = "503"
+                    elif kind == "reject413":
+                        action = "413"
+                    elif kind == "reset" and n <= int(arg):
+                        action = "reset"
+                    elif kind == "slow":
+                        action = "slow"
+                    elif kind == "flap":
+                        action = rng.choice(["ok", "503", "reset"])
+                if action == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                length = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(length)
+                if action == "slow":
+                    time.sleep(float(arg))
+                if action in ("503", "413"):
+                    msg = b"go away\n"
+                    self.send_response(int(action))
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    self.wfile.write(msg)
+                    return
+                q = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(self.path).query))
+                with parent.lock:
+                    parent.accepted.append((q, body.decode("utf-8", "replace"), dict(self.headers)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def stacks(self):
+        """Sum of accepted folded bodies: {stack: count}."""
+        out = {}
+        with self.lock:
+            for _, body, _ in self.accepted:
+                for line in body.splitlines():
+                    if not line or line.startswith("#"):
+                        continue
+                    stack, _, c = line.rpartition(" ")
+                    out[stack] = out.get(stack, 0) + int(c)
+        return out

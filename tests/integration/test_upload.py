@@ -1,0 +1,380 @@
+"""Integration tests of continuous uploads: the agent against a real pyagent-collector and
+against a misbehaving server (badserver.py). No sample may be lost or doubled; the program
+must not notice; its exit is bounded.
+
+    python3 test_upload.py --python PY --lib libpyagent.so --collector pyagent-collector CASE
+    python3 test_upload.py --list"""
+import argparse
+import gzip
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from badserver import BadServer  # noqa: E402
+from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Collector:
+    def __init__(self, exe, workdir, port):
+        self.exe, self.port = exe, port
+        self.db = os.path.join(workdir, "profiles.db")
+        self.log = os.path.join(workdir, "collector.log")
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([self.exe, "--listen", "127.0.0.1:%d" % self.port, "--db", self.db],
+                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/api/apps" % self.port, timeout=1).read()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise Failure("collector did not start: " + open(self.log).read()[-2000:])
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(20)
+
+    def stacks(self, app):
+        url = "http://127.0.0.1:%d/render?query=%s&from=0&until=now&format=folded" % (self.port, app)
+        body = urllib.request.urlopen(url, timeout=30).read().decode()
+        return folded_stacks(body)
+
+
+def folded_stacks(text):
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        stack, _, c = line.rpartition(" ")
+        out[stack] = out.get(stack, 0) + int(c)
+    return out
+
+
+def local_stacks(path):
+    p = Profile(path)
+    out = {}
+    for frames, c in p.stacks:
+        key = ";".join(frames)
+        out[key] = out.get(key, 0) + c
+    return out
+
+
+def same_stacks(got, want, what):
+    if got == want:
+        return
+    missing = {k: v - got.get(k, 0) for k, v in want.items() if got.get(k, 0) != v}
+    extra = {k: v for k, v in got.items() if k not in want}
+    raise Failure("%s: %d samples received, %d in the local file; differing stacks %d, extra %d; e.g. %r"
+                  % (what, sum(got.values()), sum(want.values()), len(missing), len(extra),
+                     list(missing.items())[:2] or list(extra.items())[:2]))
+
+
+class UploadCtx(Context):
+    def __init__(self, python, lib, launcher, collector):
+        super().__init__(python, lib, launcher)
+        self.collector_exe = collector
+
+    def agent(self, server, app, spool=None, fmt="pprof", extra=None):
+        env = {"PYAGENT_SERVER": server, "PYAGENT_APP_NAME": app, "PYAGENT_UPLOAD_INTERVAL": "1",
+               "PYAGENT_OUTPUT": "local.folded", "PYAGENT_UPLOAD_FORMAT": fmt,
+               "PYAGENT_SPOOL_DIR": spool or os.path.join(self.tmp, "spool-" + app)}
+        env.update(extra or {})
+        return env
+
+    def start(self, argv, env, cwd):
+        argv = [self.python, os.path.join(PROGRAMS, argv[0])] + argv[1:]
+        e = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
+        e.update({"LD_PRELOAD": self.lib, "PYAGENT_RATE": "250"}, **env)
+        return subprocess.Popen(argv, cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout=300):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def test_totals_at_the_collector(ctx):
+    """The collector's merged profile of a run holds exactly the samples of the local file."""
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    try:
+        p = ctx.start(["steady.py", "5"], ctx.agent("http://127.0.0.1:%d" % col.port, "totals"), cwd)
+        rc, out, err = finish(p)
+        check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+        same_stacks(col.stacks("totals.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+    finally:
+        col.stop()
+
+
+def test_collector_down_at_start(ctx):
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port())
+    p = ctx.start(["steady.py", "7"], ctx.agent("http://127.0.0.1:%d" % col.port, "late"), cwd)
+    time.sleep(3)
+    col.start()
+    try:
+        rc, out, err = finish(p)
+        check(rc == 0, "program failed: %s" % err)
+        same_stacks(col.stacks("late.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+    finally:
+        col.stop()
+
+
+def test_collector_gone_30s_and_killed(ctx):
+    """kill -9 of the collector mid-run, 30 s away, restarted on the same database."""
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    p = ctx.start(["steady.py", "42"], ctx.agent("http://127.0.0.1:%d" % col.port, "gone"), cwd)
+    time.sleep(5)
+    col.kill9()
+    time.sleep(30)
+    col.start()
+    try:
+        rc, out, err = finish(p)
+        check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+        same_stacks(col.stacks("gone.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+    finally:
+        col.stop()
+
+
+def run_against(ctx, mode, seconds="5", fmt="folded", extra=None):
+    srv = BadServer(mode)
+    cwd = ctx.workdir()
+    try:
+        t0 = time.monotonic()
+        p = ctx.start(["steady.py", seconds], ctx.agent(srv.url(), "bad", fmt=fmt, extra=extra), cwd)
+        rc, out, err = finish(p)
+        wall = time.monotonic() - t0
+        return srv, cwd, rc, out, err, wall
+    finally:
+        srv.stop()
+
+
+def test_flapping_server(ctx):
+    srv, cwd, rc, out, err, _ = run_against(ctx, "flap:7", seconds="8")
+    check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+    check(srv.requests > len(srv.accepted), "the server never failed a request")
+    same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "flapping server")
+
+
+def test_server_answering_5xx_then_ok(ctx):
+    srv, cwd, rc, out, err, _ = run_against(ctx, "fail5xx:3", seconds="6")
+    check(rc == 0, err)
+    same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "after 503s")
+
+
+def test_connection_resets(ctx):
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reset:3", seconds="6")
+    check(rc == 0, err)
+    same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "after resets")
+
+
+def test_slow_server_bounds_exit(ctx):
+    """A server that never answers in time: uploads time out, the exit waits at most
+    PYAGENT_EXIT_TIMEOUT_MS, and what was not sent stays in the spool."""
+    extra = {"PYAGENT_UPLOAD_TIMEOUT_MS": "500", "PYAGENT_EXIT_TIMEOUT_MS": "2000"}
+    srv, cwd, rc, out, err, wall = run_against(ctx, "slow:60", seconds="3", extra=extra)
+    check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+    # 3 s of program; the bound is 2 s; anything near the server's 60 s would be a hang.
+    check(wall < 3 + 2 + 8, "the program took %.1f s to exit" % wall)
+    spool = os.path.join(ctx.tmp, "spool-bad")
+    check(any(f.endswith(".spool") for f in os.listdir(spool)), "nothing kept in the spool")
+
+
+def test_rejected_uploads_are_reported(ctx):
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="3")
+    check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+    check("rejected a profile (HTTP 413" in err, "no message about the rejection: %r" % err)
+
+
+def test_spool_resent_at_next_start(ctx):
+    """Server down for a whole run: the next run sends what the first left in the spool."""
+    spool = os.path.join(ctx.tmp, "spool-shared")
+    dead = "http://127.0.0.1:%d" % free_port()
+    cwd1 = ctx.workdir()
+    p = ctx.start(["steady.py", "3"], ctx.agent(dead, "resend", spool=spool, fmt="folded",
+                                               extra={"PYAGENT_EXIT_TIMEOUT_MS": "500"}), cwd1)
+    rc, out, err = finish(p)
+    check(rc == 0, err)
+    check(any(f.endswith(".spool") for f in os.listdir(spool)), "the first run spooled nothing")
+    srv = BadServer("ok")
+    try:
+        cwd2 = ctx.workdir()
+        p = ctx.start(["steady.py", "3"], ctx.agent(srv.url(), "resend", spool=spool, fmt="folded"), cwd2)
+        rc, out, err = finish(p)
+        check(rc == 0, err)
+        want = local_stacks(os.path.join(cwd1, "local.folded"))
+        for k, v in local_stacks(os.path.join(cwd2, "local.folded")).items():
+            want[k] = want.get(k, 0) + v
+        same_stacks(srv.stacks(), want, "both runs")
+        check(not any(f.endswith(".spool") for f in os.listdir(spool)), "the spool was not emptied")
+    finally:
+        srv.stop()
+
+
+def test_spool_is_bounded(ctx):
+    spool = os.path.join(ctx.tmp, "spool-bounded")
+    os.makedirs(spool)
+    for i in range(3):  # old leftovers, 600 KB each
+        with open(os.path.join(spool, "%013d-%010d-%06d.spool" % (1000 + i, 1, i)), "w") as f:
+            f.write("pyagent-spool 1 name=old.cpu&from=1&until=2&format=folded\n")
+            f.write(("x 1\n") * 150000)
+    dead = "http://127.0.0.1:%d" % free_port()
+    cwd = ctx.workdir()
+    p = ctx.start(["steady.py", "2"], ctx.agent(dead, "bounded", spool=spool, fmt="folded",
+                                               extra={"PYAGENT_SPOOL_MAX_MB": "1", "PYAGENT_EXIT_TIMEOUT_MS": "300"}), cwd)
+    rc, out, err = finish(p)
+    check(rc == 0, err)
+    left = sorted(os.listdir(spool))
+    size = sum(os.path.getsize(os.path.join(spool, f)) for f in left)
+    check(size <= 1 << 20, "spool holds %d bytes over its 1 MB bound: %r" % (size, left))
+    check(not any(f.startswith("0000000001000") for f in left), "the oldest file was kept: %r" % left)
+    check("oldest profile(s)" in err, "no warning about dropped profiles: %r" % err)
+
+
+def test_pprof_decodes_with_protoc(ctx):
+    """Our pprof uploads decode with protoc against profile.proto's field numbers, and their
+    sample counts add up to the local file's."""
+    bodies, local_total = capture_raw_bodies(ctx)
+    proto = os.path.join(ROOT, "tests", "data", "profile.proto")
+    total = 0
+    for body in bodies:
+        check(body[:2] == b"\x1f\x8b", "pprof upload is not gzip-compressed")
+        dec = subprocess.run(["protoc", "--decode=perftools.profiles.Profile", "-I", os.path.dirname(proto), proto],
+                             input=gzip.decompress(body), capture_output=True)
+        check(dec.returncode == 0, "protoc cannot decode our pprof: %s" % dec.stderr.decode())
+        text = dec.stdout.decode()
+        check(re.search(r'^string_table: ""$', text, re.M), "the string table does not start with \"\"")
+        types = len(re.findall(r"^sample_type \{", text, re.M))
+        check(types >= 1, "no sample_type")
+        values = [int(v) for v in re.findall(r"^\s*value: (-?\d+)", text, re.M)]
+        total += sum(values[0::types])  # the first sample type is the count
+    check(total == local_total, "pprof uploads hold %d samples, the local file %d" % (total, local_total))
+
+
+def capture_raw_bodies(ctx):
+    """Runs a short program against a server that keeps the raw request bodies."""
+    import http.server
+    bodies = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        cwd = ctx.workdir()
+        p = ctx.start(["steady.py", "2"], ctx.agent("http://127.0.0.1:%d" % httpd.server_address[1], "raw"), cwd)
+        rc, _, err = finish(p)
+        check(rc == 0, err)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    check(bodies, "no upload captured")
+    return bodies, sum(local_stacks(os.path.join(cwd, "local.folded")).values())
+
+
+def test_labels_auth_and_tenant(ctx):
+    extra = {"PYAGENT_TAGS": "env=prod,region=eu-1,bad key=1", "PYAGENT_AUTH_TOKEN": "s3cret",
+             "PYAGENT_TENANT_ID": "team-a"}
+    srv, cwd, rc, out, err, _ = run_against(ctx, "ok", seconds="2", extra=extra)
+    check(rc == 0, err)
+    check(srv.accepted, "nothing uploaded")
+    q, _, headers = srv.accepted[0]
+    m = re.match(r"^bad\.cpu\{(.*)\}$", q["name"])
+    check(m, "name %r" % q["name"])
+    labels = dict(kv.split("=", 1) for kv in m.group(1).split(","))
+    check(labels.get("env") == "prod" and labels.get("region") == "eu-1", "labels %r" % labels)
+    check("hostname" in labels and labels.get("pid", "").isdigit(), "hostname/pid labels missing: %r" % labels)
+    check("bad key" not in q["name"], "an invalid label was sent")
+    check("\"bad key=1\"" in err, "no warning for the invalid label: %r" % err)
+    check(headers.get("Authorization") == "Bearer s3cret", "auth header: %r" % headers)
+    check(headers.get("X-Scope-OrgID") == "team-a", "tenant header: %r" % headers)
+    check(int(q["from"]) < int(q["until"]) and q["sampleRate"] == "250", "query %r" % q)
+
+
+def test_forked_children_upload_their_own(ctx):
+    srv = BadServer("ok")
+    cwd = ctx.workdir()
+    try:
+        env = ctx.agent(srv.url(), "procs", fmt="folded")
+        env["PYAGENT_OUTPUT"] = "pyagent.%p.folded"
+        p = ctx.start(["processes.py", "pids.txt"], env, cwd)
+        rc, out, err = finish(p)
+        check(rc == 7, "processes.py exit %d: %s" % (rc, err))
+        pids = {int(x) for x in open(os.path.join(cwd, "pids.txt")).read().split()}
+        sent = {int(re.search(r"pid=(\d+)", q["name"]).group(1)) for q, _, _ in srv.accepted}
+        check(sent == pids, "uploads from pids %s, Python processes %s" % (sorted(sent), sorted(pids)))
+    finally:
+        srv.stop()
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python")
+    ap.add_argument("--lib")
+    ap.add_argument("--launcher", default="")
+    ap.add_argument("--collector")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("case", nargs="?")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    ctx = UploadCtx(a.python, os.path.abspath(a.lib), a.launcher, os.path.abspath(a.collector))
+    t0 = time.time()
+    try:
+        CASES[a.case](ctx)
+    except Failure as e:
+        print("FAIL %s: %s" % (a.case, e))
+        return 1
+    except Exception:
+        traceback.print_exc()
+        print("FAIL %s: unexpected error" % a.case)
+        return 1
+    finally:
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+    print("PASS %s (%.1fs)" % (a.case, time.time() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
