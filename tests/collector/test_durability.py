@@ -1,6 +1,5 @@
 """Integration: durability and shutdown. kill -9 during ingest loses nothing that was
 acknowledged; SIGTERM lets uploads in flight finish and exits 0; retention deletes old rows."""
-import concurrent.futures
 import http.client
 import json
 import os
