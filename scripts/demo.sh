@@ -29,15 +29,12 @@ for _ in $(seq 50); do
 done
 
 echo "== profiling examples/shop.py for ${seconds}s at 250 Hz (Python $($python -c 'import platform; print(platform.python_version())'))"
+echo "   uploading every 5 s to the collector at http://127.0.0.1:$port/ and writing a local file"
 start=$(date +%s)
-PYAGENT_RATE=250 PYAGENT_OUTPUT="$PWD/$out/shop.%p.folded" PYAGENT_UPLOAD_INTERVAL=5 \
-  "$bin/pyagent" run -- "$python" examples/shop.py "$seconds"
-until=$(($(date +%s) + 1))
+PYAGENT_UPLOAD_INTERVAL=5 PYAGENT_SPOOL_DIR="$PWD/$out/spool" PYAGENT_TAGS=env=demo \
+  "$bin/pyagent" run --rate 250 -o "$PWD/$out/shop.%p.folded" --server "http://127.0.0.1:$port" \
+  --app shop -- "$python" examples/shop.py "$seconds"
 profile=$(ls "$out"/shop.*.folded)
-
-# Send the local profile to the collector (the Pyroscope ingest API).
-curl -fsS -X POST --data-binary @"$profile" -H 'Content-Type: text/plain' \
-  "http://127.0.0.1:$port/ingest?name=shop.cpu&from=$start&until=$until&sampleRate=250&spyName=pyagent&format=folded" >/dev/null
 
 "$bin/pyagent-render" flamegraph "$profile" -o "$out/flamegraph.html" --title "shop.py"
 "$bin/pyagent-render" flamegraph "$profile" -o "$out/flamegraph.svg" --title "shop.py"
@@ -50,11 +47,28 @@ echo "profile (folded):   $PWD/$profile"
 echo "flamegraph:         $PWD/$out/flamegraph.html"
 echo "flamegraph (SVG):   $PWD/$out/flamegraph.svg"
 echo "source heatmap:     $PWD/$out/heatmap/index.html"
-echo "collector:          http://127.0.0.1:$port/"
-echo "  flamegraph:       http://127.0.0.1:$port/render?query=shop.cpu&from=$((start - 60))&until=now&format=html"
-echo "  folded:           http://127.0.0.1:$port/render?query=shop.cpu&from=$((start - 60))&until=now&format=folded"
+base="http://127.0.0.1:$port"
+range="from=$((start - 60))&until=now"
+urls=("$base/" "$base/render?query=shop.cpu%7Benv%3Ddemo%7D&$range&format=html"
+  "$base/render?query=shop.cpu&$range&format=folded" "$base/heatmap?query=shop.cpu&$range")
+echo "collector:          ${urls[0]}"
+echo "  flamegraph:       ${urls[1]}"
+echo "  folded:           ${urls[2]}"
+echo "  heatmap:          ${urls[3]}"
 
 if [ "${PYAGENT_DEMO_STOP:-0}" = 1 ]; then
+  # Used by the test suite: every report must be served, and the collector must hold
+  # exactly the samples of the local file.
+  for u in "${urls[@]}"; do
+    curl -fsSL -o /dev/null "$u" || { echo "demo: $u is not served" >&2; exit 1; }
+  done
+  local_total=$(grep -v '^#' "$profile" | awk '{s += $NF} END {print s + 0}')
+  served_total=$(curl -fsS "${urls[2]}" | grep -v '^#' | awk '{s += $NF} END {print s + 0}')
+  if [ "$local_total" != "$served_total" ] || [ "$local_total" = 0 ]; then
+    echo "demo: local file has $local_total samples, the collector $served_total" >&2
+    exit 1
+  fi
+  echo "demo: all reports served; $served_total samples at the collector, as in the local file"
   exit 0
 fi
 trap - EXIT

@@ -50,6 +50,14 @@ stage build-asan scripts/build.sh asan
 stage asan ctest_in build/asan 'unit|fuzz'
 stage build-tsan scripts/build.sh tsan
 stage tsan ctest_in build/tsan 'tsan'
+demo_check() { # the README's main job, stopped at the end
+  PYAGENT_DEMO_STOP=1 PYAGENT_DEMO_SECONDS=4 PYAGENT_DEMO_PORT=$((20000 + RANDOM % 20000)) scripts/demo.sh >build/demo.log 2>&1
+  local rc=$?
+  tail -3 build/demo.log
+  if [ $rc = 0 ]; then echo "1 passed, 0 failed"; else cat build/demo.log; echo "0 passed, 1 failed"; fi
+  return $rc
+}
+stage demo demo_check
 if [ -x tests/browser/run.sh ]; then
   stage browser tests/browser/run.sh build/release
 fi
