@@ -17,7 +17,7 @@ port=${PYAGENT_DEMO_PORT:-4040}
 seconds=${PYAGENT_DEMO_SECONDS:-12}
 python=/usr/bin/python3
 mkdir -p "$out"
-rm -f "$out"/*.folded
+rm -rf "$out"/*.folded "$out"/profiles.db* "$out"/spool  # each demo starts from a clean slate
 
 # The collector, on loopback only.
 "$bin/pyagent-collector" --listen "127.0.0.1:$port" --db "$out/profiles.db" >"$out/collector.log" 2>&1 &
