@@ -23,8 +23,9 @@ static void *sym(const char *name) {
 }
 
 int pa_py_present(void) {
-    return sym("Py_GetVersion") != NULL && sym("_PyRuntime") != NULL &&
-           sym("Py_IsInitialized") != NULL;
+    /* Every CPython exports these two (_PyRuntime only from 3.7 on: older versions are
+     * CPython too, and are told they are not supported). */
+    return sym("Py_GetVersion") != NULL && sym("Py_IsInitialized") != NULL;
 }
 
 static const struct pa_layout *layout_for(unsigned minor) {
@@ -87,7 +88,7 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
     memset(py, 0, sizeof *py);
     const char *(*get_version)(void) = (const char *(*)(void))sym("Py_GetVersion");
     void *runtime = sym("_PyRuntime");
-    if (!get_version || !runtime) {
+    if (!get_version) {
         snprintf(err, errlen, "this process is not CPython");
         return -1;
     }
@@ -106,6 +107,10 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
     if (py->major != 3 || py->minor < 8) {
         snprintf(err, errlen, "Python %s is older than 3.8, which pyagent does not support",
                  py->version);
+        return -1;
+    }
+    if (!runtime) {
+        snprintf(err, errlen, "Python %s does not export _PyRuntime; layout unknown", py->version);
         return -1;
     }
     const struct pa_layout *l = layout_for(py->minor);

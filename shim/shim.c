@@ -111,9 +111,10 @@ static void flush(int final) {
 
 static void *agent_main(void *arg) {
     (void)arg;
-    /* Sampling starts once the interpreter is initialized. */
-    while (!pa_py_initialized())
-        if (ctl_wait(5))
+    /* Sampling starts once the interpreter is initialized: promptly for `python app.py`
+     * (5 ms), cheaply for a program that embeds Python and may never start it (up to 1 s). */
+    for (long wait = 5; !pa_py_initialized(); wait = wait < 1000 ? wait * 2 : 1000)
+        if (ctl_wait(wait))
             goto out;
     char err[256];
     if (pa_py_verify(&py, err, sizeof err) != 0) {

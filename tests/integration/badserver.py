@@ -14,7 +14,7 @@ import urllib.parse
 
 
 class BadServer:
-    def __init__(self, mode="ok", port=0):
+    def __init__(self, mode="ok", port=0, tls=None):
         self.mode = mode
         self.accepted = []  # (query dict, body text)
         self.requests = 0
@@ -68,13 +68,20 @@ class BadServer:
                 self.end_headers()
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.scheme = "http"
+        if tls:  # (certfile, keyfile): serve HTTPS
+            import ssl
+            sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            sctx.load_cert_chain(*tls)
+            self.httpd.socket = sctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.scheme = "https"
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % (self.scheme, self.port)
 
     def stop(self):
         self.httpd.shutdown()

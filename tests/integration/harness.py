@@ -89,8 +89,6 @@ class Context:
             e["LD_PRELOAD"] = self.lib
             e.setdefault("PYAGENT_RATE", "250")
         e.update(env or {})
-        if agent and "PYAGENT_RATE" in (env or {}) and env["PYAGENT_RATE"] is None:
-            del e["PYAGENT_RATE"]
         cwd = cwd or self.workdir()
         p = subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
         return Run(p.returncode, p.stdout, p.stderr, cwd)

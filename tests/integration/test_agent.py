@@ -171,8 +171,36 @@ def test_not_python(ctx):
     check(os.listdir(cwd) == [], "files appeared: %r" % os.listdir(cwd))
 
 
+def test_unsupported_builds(ctx):
+    """Builds the agent must refuse: one clear line on stderr, no sampling, the program as
+    without the agent. Real old CPythons when the machine has them, and a fake interpreter
+    for 3.16, a free-threaded build and an unknown layout."""
+    import glob
+    cases = []
+    for py in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/[23].*/bin/python[23].[0-9]*"))):
+        m = re.search(r"python(\d)\.(\d+)$", py)
+        if m and (int(m.group(1)), int(m.group(2))) < (3, 8):
+            cases.append(([py, "-c", "print(sum(range(10**6)))"], {}, "older than 3.8"))
+    fake = ctx.fakepython
+    cases += [
+        ([fake], {"FAKEPY_VERSION": "3.16.0"}, "newer than pyagent knows"),
+        ([fake + "_ft"], {"FAKEPY_VERSION": "3.13.0"}, "free-threaded"),
+        ([fake + "_nocookie"], {"FAKEPY_VERSION": "3.13.0"}, "layout unknown"),
+    ]
+    check(len(cases) >= 3, "no case to test")
+    for argv, env, words in cases:
+        with_agent = ctx.run(argv, env=env)
+        without = ctx.run(argv, agent=False, env=env)
+        lines = [l for l in with_agent.err.splitlines() if l.strip()]
+        check(len(lines) == 1 and words in lines[0] and "not profiling" in lines[0],
+              "%s %r: expected one line saying '%s', got %r" % (argv[0], env, words, lines))
+        check((with_agent.rc, with_agent.out) == (without.rc, without.out),
+              "%s %r behaves differently with the agent" % (argv[0], env))
+        check(not with_agent.profiles() and not os.listdir(with_agent.cwd), "files were written")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
-PYTHON_INDEPENDENT = {"not_python"}
+PYTHON_INDEPENDENT = {"not_python", "unsupported_builds"}
 
 
 def main():
@@ -180,6 +208,7 @@ def main():
     ap.add_argument("--python")
     ap.add_argument("--lib")
     ap.add_argument("--launcher")
+    ap.add_argument("--fakepython")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
@@ -188,6 +217,7 @@ def main():
             print(name, "independent" if name in PYTHON_INDEPENDENT else "per-python")
         return 0
     ctx = Context(a.python, os.path.abspath(a.lib), os.path.abspath(a.launcher))
+    ctx.fakepython = a.fakepython and os.path.abspath(a.fakepython)
     t0 = time.time()
     try:
         CASES[a.case](ctx)

@@ -328,6 +328,36 @@ def test_labels_auth_and_tenant(ctx):
     check(int(q["from"]) < int(q["until"]) and q["sampleRate"] == "250", "query %r" % q)
 
 
+def test_tls_verified_by_default(ctx):
+    """HTTPS with a certificate the system does not trust: refused (kept in the spool) by
+    default, accepted with PYAGENT_CA_FILE pointing at it."""
+    d = ctx.workdir()
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    gen = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                          "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                          "-keyout", key, "-out", cert], capture_output=True)
+    check(gen.returncode == 0, "openssl: %s" % gen.stderr.decode())
+    srv = BadServer("ok", tls=(cert, key))
+    try:
+        cwd = ctx.workdir()
+        spool = os.path.join(ctx.tmp, "spool-tls")
+        env = ctx.agent(srv.url(), "tls", spool=spool, fmt="folded", extra={"PYAGENT_EXIT_TIMEOUT_MS": "1000"})
+        rc, _, err = finish(ctx.start(["steady.py", "2"], env, cwd))
+        check(rc == 0, err)
+        check(not srv.accepted, "an untrusted certificate was accepted")
+        check(any(f.endswith(".spool") for f in os.listdir(spool)), "refused profiles were not kept")
+        env["PYAGENT_CA_FILE"] = cert
+        cwd2 = ctx.workdir()
+        rc, _, err = finish(ctx.start(["steady.py", "2"], env, cwd2))
+        check(rc == 0, err)
+        want = local_stacks(os.path.join(cwd, "local.folded"))
+        for k, v in local_stacks(os.path.join(cwd2, "local.folded")).items():
+            want[k] = want.get(k, 0) + v
+        same_stacks(srv.stacks(), want, "with the CA file")
+    finally:
+        srv.stop()
+
+
 def test_forked_children_upload_their_own(ctx):
     srv = BadServer("ok")
     cwd = ctx.workdir()
