@@ -27,9 +27,10 @@ while time.process_time() - t0 < 1.5:
 signal.setitimer(signal.ITIMER_PROF, 0, 0)
 cpu = time.process_time() - t0
 expected = cpu / 0.01
-# ITIMER_PROF is tick-driven: allow for a coarse tick, but a profiler leaking its own
-# signals (hundreds per second) into this handler would blow the upper bound.
-if not (0.3 * expected <= count <= 1.2 * expected + 3):
+# ITIMER_PROF is tick-driven and counts every thread's CPU: allow a wide margin. A profiler
+# leaking its own signals (250 per second against our 100) into this handler would make the
+# count about 3.5 times the expected one.
+if not (0.3 * expected <= count <= 1.6 * expected + 5):
     print("SIGPROF handler count", count, "for", round(expected), "expected", file=sys.stderr)
     ok = False
 print("own SIGPROF handler works:", ok)
@@ -75,15 +76,16 @@ short = 0
 for _ in range(50):
     s = time.monotonic()
     time.sleep(0.01)
-    if time.monotonic() - s < 0.01:
+    if time.monotonic() - s < 0.01 - 1e-4:  # float rounding, not an early return
         short += 1
 for _ in range(20):
     s = time.monotonic()
     select.select([], [], [], 0.02)
-    if time.monotonic() - s < 0.02:
+    if time.monotonic() - s < 0.02 - 1e-4:
         short += 1
 stop = True
 b.join()
-print("sleeps that returned early:", short)
+if short:
+    print("sleeps that returned early:", short, file=sys.stderr)
 ok = ok and short == 0
 sys.exit(0 if ok else 1)
