@@ -100,6 +100,11 @@ static int name_threads(void) {
 
 static void *namer_main(void *arg) {
     (void)arg;
+    /* Never touch the interpreter while it may still be setting itself up: after a fork the
+     * child's main thread re-initializes the GIL and thread states (PyOS_AfterFork_Child)
+     * right after fork() returns, while this thread already runs. */
+    struct timespec settle = {0, 200 * 1000000L};
+    nanosleep(&settle, NULL);
     int tries = 0;
     for (;;) {
         pthread_mutex_lock(&lock);

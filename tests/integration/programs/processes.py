@@ -31,6 +31,20 @@ if __name__ == "__main__":
     pids.append(pid)
     print("fork child exit", os.WEXITSTATUS(status))
 
+    # Many short children exiting at once through os._exit, while the agent starts up in
+    # each: every status must come back as the child set it.
+    statuses, quick = [], []
+    for i in range(20):
+        pid = os.fork()
+        if pid == 0:
+            burn(0.02)
+            os._exit(i % 7)
+        _, status = os.waitpid(pid, 0)
+        pids.append(pid)
+        quick.append(pid)
+        statuses.append(os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status))
+    print("quick fork statuses", statuses == [i % 7 for i in range(20)])
+
     for method in ("fork", "spawn"):
         ctx = mp.get_context(method)
         q = ctx.Queue()
@@ -60,6 +74,8 @@ if __name__ == "__main__":
     print("ls ok", r.returncode, "bin" in r.stdout.split())
     with open(sys.argv[1], "w") as f:
         f.write("\n".join(str(p) for p in pids))
+    with open(sys.argv[1] + ".quick", "w") as f:
+        f.write("\n".join(str(p) for p in quick))
     burn(0.3)
     print("processes done")
     sys.exit(7)
