@@ -111,8 +111,9 @@ done:
 int pa_coll_gzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen) {
     z_stream z;
     memset(&z, 0, sizeof z);
-    /* Level 6 with gzip framing: stored blobs can be inspected with `gunzip`. */
-    if (deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    /* Gzip framing, so a stored blob is a valid .pb.gz for `go tool pprof`; level 1 because
+     * compressing is most of the cost of an upload and higher levels gain little on pprof. */
+    if (deflateInit2(&z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return -1;
     if (n > (1u << 30)) {
         deflateEnd(&z);

@@ -23,7 +23,7 @@ struct pa_coll_ingest_result {
     char *labels; /* canonical */
     int64_t from, until, sample_rate;
     uint64_t samples, stacks, dropped_lines;
-    uint8_t *blob; /* the profile as gzip-compressed folded text */
+    uint8_t *blob; /* the profile as gzip-compressed pprof */
     size_t blob_len;
 };
 

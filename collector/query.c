@@ -1,6 +1,6 @@
 /* query.c: answering queries. Every read is "the series of APP whose labels match the
  * selector, and their uploads overlapping [from, until)", merged into one profile by parsing
- * the stored folded blobs into it; the formats then differ only in the encoder called. */
+ * the stored pprof blobs into it; the formats then differ only in the encoder called. */
 #include "query.h"
 
 #include <inttypes.h>

@@ -32,7 +32,7 @@ struct pa_coll_upload {
     int64_t sample_rate;
     const char *spy_name;
     uint64_t dropped_lines;
-    const void *profile; /* gzip-compressed folded text */
+    const void *profile; /* gzip-compressed pprof */
     size_t profile_len;
 };
 
