@@ -21,6 +21,7 @@
 #include "codecache.h"
 #include "frames.h"
 #include "guard.h"
+#include "timers.h"
 
 enum { MAX_DEPTH_LIMIT = 512, HIST_LINEAR = 400, HIST_STEP_NS = 25, HIST_N = HIST_LINEAR + 24 };
 
@@ -29,9 +30,6 @@ static struct pa_sampler_config cfg;
 static struct pa_tables tables;
 static int initialized;
 static _Atomic int running;
-
-/* The address of this variable marks our timers' signals (sigev_value). */
-static const char timer_cookie = 'p';
 
 static __thread uint32_t tls_serial __attribute__((tls_model("initial-exec")));
 
@@ -48,8 +46,7 @@ struct thread_rec {
     uint32_t serial;
     pid_t tid;
     pthread_t pthread;
-    timer_t timer;
-    int has_timer;
+    struct pa_timer timer;
     int alive;
     uint64_t died_at_drain; /* drain count when it died */
     char name[64];
@@ -75,38 +72,18 @@ static struct thread_rec *rec_by_serial(uint32_t serial) {
     return lo < nrecs && recs[lo].serial == serial ? &recs[lo] : NULL;
 }
 
+static _Atomic unsigned armed_kinds; /* bit per pa_timer_kind armed so far */
+
 static int arm_timer(struct thread_rec *r) {
-    clockid_t clock;
-    if (r->has_timer)
-        return 0;
-    if (pthread_getcpuclockid(r->pthread, &clock) != 0)
+    int kind = pa_timer_arm(&r->timer, r->tid, r->pthread, cfg.rate, cfg.timer_want);
+    if (kind == PA_TIMER_NONE)
         return -1;
-    struct sigevent sev;
-    memset(&sev, 0, sizeof sev);
-    sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGPROF;
-    sev.sigev_value.sival_ptr = (void *)&timer_cookie;
-    sev._sigev_un._tid = r->tid;
-    if (timer_create(clock, &sev, &r->timer) != 0)
-        return -1;
-    long period = 1000000000L / (long)cfg.rate;
-    /* A random first expiry spreads threads' samples instead of lining them up. */
-    long first = 1 + (long)((unsigned long)random() % (unsigned long)period);
-    struct itimerspec its = {{period / 1000000000L, period % 1000000000L},
-                             {first / 1000000000L, first % 1000000000L}};
-    if (timer_settime(r->timer, 0, &its, NULL) != 0) {
-        timer_delete(r->timer);
-        return -1;
-    }
-    r->has_timer = 1;
+    atomic_fetch_or(&armed_kinds, 1u << kind);
     return 0;
 }
 
 static void disarm_timer(struct thread_rec *r) {
-    if (r->has_timer) {
-        timer_delete(r->timer);
-        r->has_timer = 0;
-    }
+    pa_timer_disarm(&r->timer);
 }
 
 static void on_thread_exit(void *arg) {
@@ -282,11 +259,14 @@ static void forward_to_app(int sig, siginfo_t *si, void *uc) {
 
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     int saved_errno = errno;
-    if (si->si_code != SI_TIMER || si->si_value.sival_ptr != (void *)&timer_cookie) {
+    if (!pa_timer_is_ours(si)) {
         forward_to_app(sig, si, uc);
         errno = saved_errno;
         return;
     }
+    /* Re-arm first, whatever happens next: a perf event left un-refreshed (while sampling is
+     * paused around a fork, say) would never signal again. */
+    pa_timer_rearm(si);
     if (!atomic_load_explicit(&running, memory_order_acquire) || pa_py_finalizing(&py)) {
         errno = saved_errno;
         return;
@@ -416,6 +396,13 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     st->truncated = atomic_load(&n_truncated);
     st->foreign = atomic_load(&n_foreign);
     st->code_cache_full = pa_code_cache_full;
+    unsigned kinds = atomic_load(&armed_kinds);
+    st->timer =
+        kinds & (1u << PA_TIMER_PERF)
+            ? (kinds & (1u << PA_TIMER_CPU) ? "perf-task-clock+cpu-timer" : "perf-task-clock")
+        : kinds & (1u << PA_TIMER_WALL) ? "wall-timer"
+        : kinds & (1u << PA_TIMER_CPU)  ? "cpu-timer"
+                                        : "none";
     uint32_t h[HIST_N];
     for (int i = 0; i < HIST_N; i++)
         h[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
@@ -447,9 +434,10 @@ void pa_sampler_fork_child(void) {
     size_t keep = 0;
     pthread_t self = pthread_self();
     for (size_t i = 0; i < nrecs; i++)
+        pa_timer_forget(&recs[i].timer);
+    for (size_t i = 0; i < nrecs; i++)
         if (pthread_equal(recs[i].pthread, self)) {
             recs[0] = recs[i];
-            recs[0].has_timer = 0;
             recs[0].tid = (pid_t)syscall(SYS_gettid);
             keep = 1;
             break;

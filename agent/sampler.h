@@ -17,6 +17,7 @@
 struct pa_sampler_config {
     unsigned rate;      /* signals per second of thread CPU time */
     unsigned max_depth; /* frames kept per sample, <truncated> beyond */
+    int timer_want;     /* enum pa_timer_want */
 };
 
 struct pa_sampler_stats {
@@ -29,7 +30,8 @@ struct pa_sampler_stats {
     uint64_t code_cache_full; /* frames unnamed because the code cache was full */
     uint64_t handler_p50_ns;  /* handler time, from a histogram of every sample */
     uint64_t handler_p99_ns;
-    unsigned threads; /* threads registered now */
+    unsigned threads;  /* threads registered now */
+    const char *timer; /* the timer kinds armed: "perf-task-clock", "cpu-timer", ... */
 };
 
 /* Normal context. Allocates tables and caches; the handler is not installed yet. */

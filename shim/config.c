@@ -185,6 +185,17 @@ void pa_config_read(struct pa_config *cfg) {
     cfg->max_depth = env_uint("PYAGENT_MAX_DEPTH", 2, 512, 256);
     cfg->fault_every = env_uint("PYAGENT_FAULT_INJECT", 0, 1000000, 0);
 
+    cfg->timer_want = 0; /* auto: perf events where allowed, else CPU timers */
+    v = env("PYAGENT_TIMER");
+    if (v) {
+        if (!strcmp(v, "perf"))
+            cfg->timer_want = 1;
+        else if (!strcmp(v, "cpu"))
+            cfg->timer_want = 2;
+        else if (strcmp(v, "auto"))
+            pa_log(PA_LOG_ERROR, "PYAGENT_TIMER=\"%.64s\" is not auto, perf or cpu; using auto", v);
+    }
+
     cfg->mode = PA_MODE_CPU;
     v = env("PYAGENT_MODE");
     if (v && strcmp(v, "cpu") != 0)

@@ -128,8 +128,10 @@ static void *agent_main(void *arg) {
         goto out;
     }
     pa_names_start();
-    pa_log(PA_LOG_INFO, "profiling Python %s at %u Hz of CPU time%s%s", py.version, cfg.rate,
-           pa_uploader_output_path()[0] ? " into " : "", pa_uploader_output_path());
+    struct pa_sampler_stats st;
+    pa_sampler_get_stats(&st);
+    pa_log(PA_LOG_INFO, "profiling Python %s at %u Hz of CPU time (%s)%s%s", py.version, cfg.rate,
+           st.timer, pa_uploader_output_path()[0] ? " into " : "", pa_uploader_output_path());
     for (;;) {
         /* Wake often enough to notice finalization promptly; flush every interval. */
         long waited = 0;
@@ -236,7 +238,7 @@ __attribute__((constructor)) static void pa_load(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err);
         return;
     }
-    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth};
+    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want};
 #ifdef PYAGENT_FAULT_INJECTION
     pa_walk_inject_every = cfg.fault_every;
 #endif

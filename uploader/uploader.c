@@ -27,6 +27,13 @@ static char out_path[4096];
 static time_t started;
 static uint64_t dropped_total;
 static int write_failed_logged;
+static double cpu_at_start; /* process CPU seconds when sampling started */
+
+static double process_cpu(void) {
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    return (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
+}
 
 static void set_out_path(int child) {
     out_path[0] = 0;
@@ -46,6 +53,7 @@ int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     total = pa_profile_new();
     pending = pa_profile_new();
     started = pending_from = time(NULL);
+    cpu_at_start = process_cpu();
     set_out_path(0);
     pa_send_init(&cfg);
     return total && pending ? 0 : -1;
@@ -159,7 +167,12 @@ int pa_uploader_write_local(int final) {
     set_meta_u64("truncated", st.truncated);
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
-    pa_profile_set_meta(total, "timer", "cpu-timer");
+    pa_profile_set_meta(total, "timer", st.timer);
+    /* What the timers delivered per second of this process's CPU time (ours included). */
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    double cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9 - cpu_at_start;
+    set_meta_u64("achieved_rate", cpu_s > 0 ? (uint64_t)((double)st.signals / cpu_s + 0.5) : 0);
     pa_profile_set_meta(total, "final", final ? "1" : "0");
 
     pa_buf buf = {0};
@@ -201,6 +214,7 @@ void pa_uploader_fork_child(void) {
     total = pa_profile_new();
     pending = pa_profile_new();
     started = pending_from = time(NULL);
+    cpu_at_start = process_cpu();
     pa_send_fork_child();
     dropped_total = 0;
     write_failed_logged = 0;

@@ -1,0 +1,134 @@
+/* native.c: C stack unwinding (libunwind, local only) and its interleaving with Python frames.
+ *
+ * SIGNAL-HANDLER SIDE: pa_native_backtrace, pa_native_in_eval and pa_native_interleave run
+ * inside the SIGPROF handler. No malloc, no locks, no stdio. pa_native_init and
+ * pa_native_add_eval_range run in normal context before sampling starts.
+ *
+ * Why libunwind is safe here: its local unwinder does not allocate once initialized (the
+ * initialization is done by pa_native_init), reads the interrupted registers straight from
+ * the signal's ucontext, and finds unwind tables with dl_iterate_phdr. That last call takes
+ * the dynamic loader's lock, hence pa_native_in_loader: a thread interrupted while it holds
+ * that lock is not unwound. */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "native.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+
+enum { MAX_EVAL_RANGES = 8 };
+
+__thread int pa_native_in_loader __attribute__((tls_model("initial-exec")));
+
+/* Written in normal context before sampling (entries first, then the count with release), so
+ * a handler that sees the count sees the entries. */
+static struct { uintptr_t lo, hi; } eval_ranges[MAX_EVAL_RANGES];
+static _Atomic int n_eval_ranges;
+
+int pa_native_add_eval_range(uintptr_t lo, uintptr_t hi) {
+    int n = atomic_load_explicit(&n_eval_ranges, memory_order_relaxed);
+    if (lo >= hi || n >= MAX_EVAL_RANGES)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (eval_ranges[i].lo == lo && eval_ranges[i].hi == hi)
+            return 0;
+    eval_ranges[n].lo = lo;
+    eval_ranges[n].hi = hi;
+    atomic_store_explicit(&n_eval_ranges, n + 1, memory_order_release);
+    return 0;
+}
+
+int pa_native_eval_ranges(void) {
+    return atomic_load_explicit(&n_eval_ranges, memory_order_acquire);
+}
+
+int pa_native_in_eval(uintptr_t ip) {
+    int n = atomic_load_explicit(&n_eval_ranges, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (ip >= eval_ranges[i].lo && ip < eval_ranges[i].hi)
+            return 1;
+    return 0;
+}
+
+/* The first unwind runs libunwind's one-time setup (tdep_init: locks, the address-validation
+ * pipe, caches). Doing it here keeps it out of the handler. */
+static __attribute__((noinline)) void prime_libunwind(void) {
+    void *buf[16];
+    unw_backtrace(buf, 16);
+    unw_context_t ctx;
+    unw_cursor_t cursor;
+    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0)
+        for (int i = 0; i < 16 && unw_step(&cursor) > 0; i++)
+            ;
+}
+
+int pa_native_init(void) {
+    prime_libunwind();
+    /* The same symbol on every version from 3.8 on: one C call of it runs one Python frame
+     * (3.8-3.10) or the frames up to an entry frame (3.11+). Its size comes from the dynamic
+     * symbol table entry, which is there because the symbol is exported. */
+    void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!eval || !dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size)
+        return -1;
+    return pa_native_add_eval_range((uintptr_t)eval, (uintptr_t)eval + sym->st_size);
+}
+
+int pa_native_backtrace(void *ucontext, uintptr_t *ips, int max) {
+    if (pa_native_in_loader || !ucontext || max <= 0)
+        return 0;
+    if (max > PA_NATIVE_MAX_FRAMES)
+        max = PA_NATIVE_MAX_FRAMES;
+    unw_cursor_t cursor;
+    /* On x86-64 and aarch64 unw_context_t is ucontext_t, so the kernel's signal context is a
+     * valid starting point; the flag says its PC is the interrupted instruction itself, not a
+     * return address. */
+    if (unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) < 0)
+        return 0;
+    int n = 0;
+    for (;;) {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+            break;
+        ips[n] = n == 0 ? (uintptr_t)ip : (uintptr_t)ip - 1;
+        n++;
+        if (n >= max || unw_step(&cursor) <= 0)
+            break;
+    }
+    return n;
+}
+
+int pa_native_interleave(const uintptr_t *ips, int nips, const struct pa_frame *py, int npy,
+                         struct pa_frame *out, int max) {
+    int n = 0, p = 0;
+    if (max <= 0)
+        return 0;
+        /* Emits one frame; one frame too many turns the last slot into <truncated> and ends. */
+#define EMIT(frame)                                                                                \
+    do {                                                                                           \
+        if (n == max) {                                                                            \
+            out[max - 1].id = PA_SYN_TRUNCATED;                                                    \
+            out[max - 1].line = 0;                                                                 \
+            return max;                                                                            \
+        }                                                                                          \
+        out[n++] = (frame);                                                                        \
+    } while (0)
+    for (int i = 0; i < nips; i++) {
+        if (!pa_native_in_eval(ips[i])) {
+            EMIT(pa_native_frame(ips[i]));
+            continue;
+        }
+        while (p < npy && py[p].id != PA_SYN_ENTRY)
+            EMIT(py[p++]);
+        if (p < npy)
+            p++; /* the marker that ends this run */
+    }
+    for (; p < npy; p++)
+        if (py[p].id != PA_SYN_ENTRY)
+            EMIT(py[p]);
+#undef EMIT
+    return n;
+}

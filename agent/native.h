@@ -1,0 +1,99 @@
+/* native.h: the interrupted thread's C stack (libunwind) and its interleaving with the Python
+ * frames, for PYAGENT_NATIVE=1.
+ *
+ * SIGNAL-HANDLER SIDE, except pa_native_init and pa_native_add_eval_range (normal context,
+ * before sampling starts). The handler only collects return addresses and splices them with
+ * the Python frames; names are resolved later by the uploader (uploader/symbols.h).
+ *
+ * The one idea: every C-level call of the interpreter's evaluation loop
+ * (_PyEval_EvalFrameDefault) on the C stack stands for a run of Python frames on the Python
+ * stack. The frame walker ends each run with a PA_SYN_ENTRY marker, so the n-th eval-loop
+ * address on the C stack (leaf first) is replaced by the n-th run of Python frames. */
+#ifndef PA_NATIVE_H
+#define PA_NATIVE_H
+
+#include <assert.h>
+#include <stdint.h>
+
+#include "codecache.h"
+#include "frames.h"
+
+/* Marker the walker puts after the last (outermost) Python frame run by one C call of the
+ * evaluation loop: after every frame on 3.8-3.10, after each "entry" frame on 3.11+. */
+enum { PA_SYN_ENTRY = 4 };
+static_assert(PA_SYN_ENTRY != PA_SYN_UNKNOWN && PA_SYN_ENTRY != PA_SYN_TRUNCATED &&
+                  PA_SYN_ENTRY != PA_SYN_NO_PYTHON && PA_SYN_ENTRY < PA_SYN_FIRST_CODE,
+              "PA_SYN_ENTRY must be a free synthetic id");
+
+/* Native frames live in the same struct pa_frame as Python frames: the top bit of id marks
+ * them (code-cache ids are far below it), the other 31 bits of id hold bits 32-62 of the
+ * address and line holds bits 0-31. User-space addresses on x86-64 and aarch64 fit in 48. */
+#define PA_NATIVE_FLAG 0x80000000u
+
+/* Upper bound on the C frames one sample unwinds (the cost of a sample grows with it). */
+enum { PA_NATIVE_MAX_FRAMES = 128 };
+
+static inline struct pa_frame pa_native_frame(uintptr_t ip) {
+    struct pa_frame f;
+    f.id = PA_NATIVE_FLAG | (uint32_t)((uint64_t)ip >> 32);
+    f.line = (int32_t)(uint32_t)ip;
+    return f;
+}
+
+static inline int pa_native_is_native(const struct pa_frame *f) {
+    return (f->id & PA_NATIVE_FLAG) != 0;
+}
+
+static inline uintptr_t pa_native_ip(const struct pa_frame *f) {
+    return (uintptr_t)(((uint64_t)(f->id & ~PA_NATIVE_FLAG) << 32) | (uint32_t)f->line);
+}
+
+/* Non-zero while this thread is inside the dynamic loader (dlopen, dlclose, dl_iterate_phdr):
+ * libunwind calls dl_iterate_phdr, which takes the loader's lock, so unwinding then would
+ * deadlock on the lock this very thread holds. The shim raises it around the interposed
+ * loader functions. Initial-exec TLS: readable from a handler without allocation. */
+extern __thread int pa_native_in_loader __attribute__((tls_model("initial-exec")));
+
+static inline void pa_native_loader_enter(void) {
+    pa_native_in_loader++;
+    /* The handler runs on this thread: only the compiler may reorder, not the CPU. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void pa_native_loader_leave(void) {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    pa_native_in_loader--;
+}
+
+/* Normal context, once, before sampling: finds the evaluation loop's address range
+ * (_PyEval_EvalFrameDefault, size from the dynamic symbol table) and primes libunwind (its
+ * one-time initialization allocates and takes locks) so that the first unwind in a handler
+ * does not. Returns 0, or -1 when the evaluation loop was not found (native frames can then
+ * be collected but not interleaved: pa_native_eval_ranges() is 0). */
+int pa_native_init(void);
+
+/* Normal context: declares [lo, hi) part of the evaluation loop (e.g. a compiler-split
+ * "_PyEval_EvalFrameDefault.cold" found by pa_symbols_find). At most 8 ranges; 0 or -1. */
+int pa_native_add_eval_range(uintptr_t lo, uintptr_t hi);
+int pa_native_eval_ranges(void);
+
+/* Signal-safe: is ip inside the evaluation loop? */
+int pa_native_in_eval(uintptr_t ip);
+
+/* Signal-safe. The interrupted thread's native frames, leaf first, starting at the
+ * interrupted instruction of `ucontext` (the handler's third argument); at most
+ * min(max, PA_NATIVE_MAX_FRAMES). Return addresses (all but the first) are stored minus one,
+ * so that they fall inside the call instruction: right for symbols and for range checks.
+ * Returns 0 while the thread is inside the dynamic loader (pa_native_in_loader). */
+int pa_native_backtrace(void *ucontext, uintptr_t *ips, int max);
+
+/* Signal-safe, pure. Splices native addresses (leaf first) with the walker's Python frames
+ * (leaf first, runs ended by PA_SYN_ENTRY) into out[] (leaf first): an address outside the
+ * evaluation loop becomes a native frame; an address inside it becomes the next run of
+ * Python frames. Python frames left when the addresses run out (unwinding stopped early)
+ * follow as they are. Markers never reach out[]. When more than max frames result, the root
+ * side is cut and out[max - 1] is <truncated>. Returns the number of frames written. */
+int pa_native_interleave(const uintptr_t *ips, int nips, const struct pa_frame *py, int npy,
+                         struct pa_frame *out, int max);
+
+#endif

@@ -1,0 +1,185 @@
+/* timers.c: the per-thread timer sources (see timers.h).
+ *
+ * SIGNAL-HANDLER SIDE: pa_timer_is_ours and pa_timer_rearm (a bitmap read and an ioctl).
+ * Everything else runs in normal context under the sampler's registry lock. */
+#include "timers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { FD_BITS = 65536 };
+
+/* The address marks our POSIX timers' signals (sigev_value). */
+static const char cookie = 't';
+/* Descriptors that ever carried one of our perf events. A signal already queued when an
+ * event is closed arrives afterwards: it must still be recognized (and ignored), never be
+ * taken for the program's, whose default SIGPROF action ends the process. Only a program that
+ * itself asks for SIGPROF on a reused descriptor number (F_SETSIG) could be confused. */
+static _Atomic uint64_t perf_fds[FD_BITS / 64];
+static int perf_denied; /* perf_event_open refused once: do not ask again */
+
+static void fd_mark(int fd) {
+    if (fd >= 0 && fd < FD_BITS)
+        atomic_fetch_or(&perf_fds[fd / 64], 1ULL << (fd % 64));
+}
+
+int pa_timer_is_ours(const siginfo_t *si) {
+    if (si->si_code == SI_TIMER)
+        return si->si_value.sival_ptr == (void *)&cookie;
+    if ((si->si_code == POLL_IN || si->si_code == POLL_HUP) && si->si_fd >= 0 &&
+        si->si_fd < FD_BITS)
+        return (atomic_load_explicit(&perf_fds[si->si_fd / 64], memory_order_relaxed) >>
+                (si->si_fd % 64)) &
+               1;
+    return 0;
+}
+
+void pa_timer_rearm(const siginfo_t *si) {
+    if (si->si_code != SI_TIMER)
+        ioctl(si->si_fd, PERF_EVENT_IOC_REFRESH, 1); /* harmless on a closed descriptor */
+}
+
+const char *pa_timer_name(int kind) {
+    switch (kind) {
+    case PA_TIMER_PERF:
+        return "perf-task-clock";
+    case PA_TIMER_CPU:
+        return "cpu-timer";
+    case PA_TIMER_WALL:
+        return "wall-timer";
+    default:
+        return "none";
+    }
+}
+
+static int arm_posix(struct pa_timer *t, clockid_t clock, pid_t tid, unsigned rate) {
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+    sev.sigev_value.sival_ptr = (void *)&cookie;
+    sev._sigev_un._tid = tid;
+    if (timer_create(clock, &sev, &t->timer) != 0)
+        return -1;
+    long period = 1000000000L / (long)rate;
+    /* A random first expiry spreads threads' samples instead of lining them up. */
+    long first = 1 + (long)((unsigned long)random() % (unsigned long)period);
+    struct itimerspec its = {{period / 1000000000L, period % 1000000000L},
+                             {first / 1000000000L, first % 1000000000L}};
+    if (timer_settime(t->timer, 0, &its, NULL) != 0) {
+        int e = errno;
+        timer_delete(t->timer);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+static int arm_perf(struct pa_timer *t, pid_t tid, unsigned rate) {
+    if (perf_denied) {
+        errno = EACCES;
+        return -1;
+    }
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.sample_period = 1000000000ULL / rate;
+    a.wakeup_events = 1;
+    a.disabled = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EACCES || errno == EPERM || errno == ENOSYS || errno == ENOENT)
+            perf_denied = 1;
+        return -1;
+    }
+    /* Far from the low numbers a program counts on (dup2 targets, closerange(3, ...) loops
+     * see it anyway, which is why closing checks it is still ours). */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
+    }
+    struct f_owner_ex owner = {F_OWNER_TID, tid};
+    if (fcntl(fd, F_SETFL, O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    fd_mark(fd);
+    if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    t->fd = fd;
+    return 0;
+}
+
+int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want) {
+    if (t->kind != PA_TIMER_NONE)
+        return t->kind;
+    t->fd = -1;
+    if (want == PA_WANT_WALL) {
+        if (arm_posix(t, CLOCK_MONOTONIC, tid, rate) == 0)
+            t->kind = PA_TIMER_WALL;
+        return t->kind;
+    }
+    if ((want == PA_WANT_AUTO || want == PA_WANT_PERF) && arm_perf(t, tid, rate) == 0)
+        return t->kind = PA_TIMER_PERF;
+    if (want == PA_WANT_PERF)
+        return PA_TIMER_NONE;
+    clockid_t clock;
+    if (pthread_getcpuclockid(pthread, &clock) == 0 && arm_posix(t, clock, tid, rate) == 0)
+        t->kind = PA_TIMER_CPU;
+    return t->kind;
+}
+
+/* Is fd still the perf event we opened? A program may have closed it and reused the number
+ * (daemons close every descriptor): then it must not be closed by us. */
+static int still_perf(int fd) {
+    char path[64], target[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0)
+        return 0;
+    target[n] = 0;
+    return strcmp(target, "anon_inode:[perf_event]") == 0;
+}
+
+void pa_timer_disarm(struct pa_timer *t) {
+    if (t->kind == PA_TIMER_PERF) {
+        if (still_perf(t->fd)) {
+            ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+            close(t->fd);
+        }
+    } else if (t->kind != PA_TIMER_NONE) {
+        timer_delete(t->timer);
+    }
+    t->kind = PA_TIMER_NONE;
+    t->fd = -1;
+}
+
+void pa_timer_forget(struct pa_timer *t) {
+    /* The event belongs to the parent's thread; the child's copy of the descriptor only
+     * keeps it alive. Closing our copy leaves the parent's untouched. */
+    if (t->kind == PA_TIMER_PERF) {
+        if (still_perf(t->fd))
+            close(t->fd);
+    }
+    t->kind = PA_TIMER_NONE;
+    t->fd = -1;
+}

@@ -1,0 +1,41 @@
+/* timers.h: what makes a thread's SIGPROF tick.
+ *
+ *   perf   a perf_event_open software task-clock event per thread (F_SETSIG SIGPROF,
+ *          F_SETOWN_EX to the thread): CPU time at any rate, not limited by the scheduler
+ *          tick. Containers often forbid perf_event_open, hence the fallback:
+ *   cpu    a POSIX timer on the thread's CPU clock (SIGEV_THREAD_ID): CPU time, but driven
+ *          by the tick (250 signals per CPU-second at most here);
+ *   wall   a POSIX timer on CLOCK_MONOTONIC per thread: wall-clock time, running or not.
+ * Signal side: pa_timer_is_ours tells our signals from the program's, pa_timer_rearm keeps a
+ * perf event going. */
+#ifndef PA_TIMERS_H
+#define PA_TIMERS_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <time.h>
+
+enum pa_timer_kind { PA_TIMER_NONE = 0, PA_TIMER_CPU, PA_TIMER_PERF, PA_TIMER_WALL };
+enum pa_timer_want { PA_WANT_AUTO = 0, PA_WANT_PERF, PA_WANT_CPU, PA_WANT_WALL };
+
+struct pa_timer {
+    int kind;
+    timer_t timer;
+    int fd;
+};
+
+/* Normal context: arms a timer of the wanted kind for thread tid at rate per second (auto:
+ * perf, falling back to cpu). Returns the kind armed or PA_TIMER_NONE (errno set). */
+int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want);
+void pa_timer_disarm(struct pa_timer *t);
+/* In a forked child: the parent's perf descriptors were inherited; release them without
+ * touching the parent's events. */
+void pa_timer_forget(struct pa_timer *t);
+const char *pa_timer_name(int kind);
+
+/* Signal side. */
+int pa_timer_is_ours(const siginfo_t *si);
+void pa_timer_rearm(const siginfo_t *si);
+
+#endif
