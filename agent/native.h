@@ -20,9 +20,11 @@
 
 /* Marker the walker puts after the last (outermost) Python frame run by one C call of the
  * evaluation loop: after every frame on 3.8-3.10, after each "entry" frame on 3.11+. */
-enum { PA_SYN_ENTRY = 4 };
-static_assert(PA_SYN_ENTRY != PA_SYN_UNKNOWN && PA_SYN_ENTRY != PA_SYN_TRUNCATED &&
-                  PA_SYN_ENTRY != PA_SYN_NO_PYTHON && PA_SYN_ENTRY < PA_SYN_FIRST_CODE,
+#define PA_SYN_ENTRY 4u
+static_assert(PA_SYN_ENTRY != (unsigned)PA_SYN_UNKNOWN &&
+                  PA_SYN_ENTRY != (unsigned)PA_SYN_TRUNCATED &&
+                  PA_SYN_ENTRY != (unsigned)PA_SYN_NO_PYTHON &&
+                  PA_SYN_ENTRY < (unsigned)PA_SYN_FIRST_CODE,
               "PA_SYN_ENTRY must be a free synthetic id");
 
 /* Native frames live in the same struct pa_frame as Python frames: the top bit of id marks

@@ -234,7 +234,7 @@ static uint32_t rank_of(const char *name, size_t len, unsigned bind) {
 
 /* Adds the function symbols of one symbol table section. Returns 1 if it was a .symtab. */
 static int read_symtab(struct object *o, const unsigned char *img, size_t len,
-                       const ElfW(Shdr) *sh, const ElfW(Shdr) *strsh) {
+                       const ElfW(Shdr) * sh, const ElfW(Shdr) * strsh) {
     if (sh->sh_entsize != sizeof(ElfW(Sym)) || sh->sh_offset > len ||
         sh->sh_size > len - sh->sh_offset || strsh->sh_offset > len ||
         strsh->sh_size > len - strsh->sh_offset || strsh->sh_type != SHT_STRTAB)
@@ -458,21 +458,48 @@ void pa_symbols_free(void) {
 
 /* Exact names. */
 static const char *const plumbing_names[] = {
-    "main", "_start", "clone", "clone3", "start_thread", "thread_run", "pythread_wrapper",
-    "t_bootstrap", "run_mod", "run_eval_code_obj", "Py_RunMain", "Py_BytesMain", "Py_Main",
-    "slot_tp_call", "type_call", "call_function", "do_call_core", "function_code_fastcall",
-    "wrapperdescr_call", "wrapper_call", "methoddescr_call", "classmethoddescr_call",
-    "builtin_exec", "builtin_exec_impl", "builtin_eval", "builtin_eval_impl", "exec_code_in_module",
-    "gen_send_ex", "gen_send_ex2", "gen_iternext", "gen_send", "PyIter_Send", "partial_call",
+    "main",
+    "_start",
+    "clone",
+    "clone3",
+    "start_thread",
+    "thread_run",
+    "pythread_wrapper",
+    "t_bootstrap",
+    "run_mod",
+    "run_eval_code_obj",
+    "Py_RunMain",
+    "Py_BytesMain",
+    "Py_Main",
+    "slot_tp_call",
+    "type_call",
+    "call_function",
+    "do_call_core",
+    "function_code_fastcall",
+    "wrapperdescr_call",
+    "wrapper_call",
+    "methoddescr_call",
+    "classmethoddescr_call",
+    "builtin_exec",
+    "builtin_exec_impl",
+    "builtin_eval",
+    "builtin_eval_impl",
+    "exec_code_in_module",
+    "gen_send_ex",
+    "gen_send_ex2",
+    "gen_iternext",
+    "gen_send",
+    "PyIter_Send",
+    "partial_call",
     "partial_vectorcall",
 };
 
 /* Prefixes: families of call machinery. */
 static const char *const plumbing_prefixes[] = {
-    "_PyEval",          /* the loop and its entry points (_PyEvalFramePushAndInit too) */
-    "PyEval_Eval",      /* PyEval_EvalCode, PyEval_EvalFrameEx */
-    "PyEval_Call",      /* PyEval_CallObjectWithKeywords (3.8) */
-    "_PyObject_Call",   /* _PyObject_Call, _PyObject_Call_Prepend, _PyObject_CallMethod... */
+    "_PyEval",        /* the loop and its entry points (_PyEvalFramePushAndInit too) */
+    "PyEval_Eval",    /* PyEval_EvalCode, PyEval_EvalFrameEx */
+    "PyEval_Call",    /* PyEval_CallObjectWithKeywords (3.8) */
+    "_PyObject_Call", /* _PyObject_Call, _PyObject_Call_Prepend, _PyObject_CallMethod... */
     "_PyObject_Vectorcall",
     "_PyObject_FastCall",
     "_PyObject_MakeTpCall",
@@ -480,21 +507,25 @@ static const char *const plumbing_prefixes[] = {
     "PyObject_Vectorcall",
     "PyVectorcall_Call",
     "_PyVectorcall_Call",
-    "_PyFunction_",   /* _PyFunction_Vectorcall, _PyFunction_FastCall* */
+    "_PyFunction_", /* _PyFunction_Vectorcall, _PyFunction_FastCall* */
     "PyCFunction_Call",
-    "_PyCFunction",   /* _PyCFunctionWithKeywords_TrampolineCall */
-    "cfunction_",     /* cfunction_vectorcall_O, cfunction_call */
+    "_PyCFunction", /* _PyCFunctionWithKeywords_TrampolineCall */
+    "cfunction_",   /* cfunction_vectorcall_O, cfunction_call */
     "method_vectorcall",
-    "vectorcall_",    /* vectorcall_method, vectorcall_unbound */
-    "_Py_Check",      /* _Py_CheckFunctionResult */
-    "_Py_call_",      /* _Py_call_instrumentation */
+    "vectorcall_", /* vectorcall_method, vectorcall_unbound */
+    "_Py_Check",   /* _Py_CheckFunctionResult */
+    "_Py_call_",   /* _Py_call_instrumentation */
     "_Py_Vectorcall",
     "_PyRun_",
     "PyRun_",
     "pyrun_",
     "pymain_",
     "__libc_start",
-    "slot_tp_", "slot_nb_", "slot_sq_", "slot_mp_", "slot_am_", /* slot wrappers of classes */
+    "slot_tp_",
+    "slot_nb_",
+    "slot_sq_",
+    "slot_mp_",
+    "slot_am_", /* slot wrappers of classes */
 };
 
 int pa_symbols_is_plumbing(const char *symbol) {
