@@ -17,6 +17,8 @@ enum pa_synthetic {
     PA_SYN_UNKNOWN = 1,   /* <unknown>: a frame we could not read */
     PA_SYN_TRUNCATED = 2, /* <truncated>: deeper frames cut off at the depth limit */
     PA_SYN_NO_PYTHON = 3, /* <no Python frames>: a thread with no Python stack */
+    PA_SYN_IDLE = 5,      /* <idle>: wall mode, the thread waits in a system call */
+    PA_SYN_GIL_WAIT = 6,  /* <waiting for the GIL>: wall mode */
     PA_SYN_FIRST_CODE = 16,
 };
 

@@ -11,7 +11,10 @@
  * cached per thread. */
 #include "frames.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
 #include <stdatomic.h>
 
 #include "codecache.h"
@@ -103,8 +106,80 @@ static int read_frame(const struct pa_python *py, uintptr_t f, uintptr_t *code, 
     return 1;
 }
 
+/* The GIL of the thread state's interpreter: its address, or 0. */
+static uintptr_t gil_of(const struct pa_python *py, uintptr_t ts) {
+    const struct pa_layout *l = &py->layout;
+    if (!l->gil_via_interp)
+        return py->runtime + l->gil_off;
+    uintptr_t interp = PA_READ(uintptr_t, ts + l->ts_interp);
+    if (!pa_aligned(interp, 8))
+        return 0;
+    uintptr_t gil = PA_READ(uintptr_t, interp + l->gil_off);
+    return pa_aligned(gil, 8) ? gil : 0;
+}
+
+static int holds_gil(const struct pa_python *py, uintptr_t ts) {
+    uintptr_t gil = gil_of(py, ts);
+    return gil && PA_READ(int, gil + py->layout.gil_locked) &&
+           PA_READ(uintptr_t, gil + py->layout.gil_holder) == ts;
+}
+
+/* Wall mode: what the interrupted thread was doing. A signal is delivered on the way back
+ * from the kernel, so a thread that was *waiting* in a system call shows either a call to be
+ * restarted (SA_RESTART: the instruction pointer is back on the `syscall` instruction and
+ * rax holds the call number again) or a call that returns EINTR (pointer just after it, rax
+ * -EINTR). A call that simply completed (rax its result) is a running thread. A futex wait
+ * on a word inside the GIL's structure (its mutex or condition variable) is a wait for the
+ * GIL. */
+static uint32_t thread_state(const struct pa_python *py, uintptr_t ts, void *ucv) {
+#if defined(__x86_64__)
+    const ucontext_t *uc = ucv;
+    uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    if (ip < 4096)
+        return 0;
+    long rax = (long)uc->uc_mcontext.gregs[REG_RAX];
+    int at = PA_READ(uint16_t, ip) == 0x050f;
+    int interrupted = !at && rax == -EINTR && PA_READ(uint16_t, ip - 2) == 0x050f;
+    if (!at && !interrupted)
+        return 0; /* running */
+    /* A timed futex wait (the GIL's, every 5 ms interval) is not restarted but returns
+     * EINTR: the call number is gone then, but rdi, its first argument, is kept. */
+    if ((at && rax == SYS_futex) || interrupted) {
+        uintptr_t gil = gil_of(py, ts);
+        uintptr_t word = (uintptr_t)uc->uc_mcontext.gregs[REG_RDI];
+        if (gil && word >= gil && word < gil + 512)
+            return PA_SYN_GIL_WAIT;
+    }
+    return PA_SYN_IDLE;
+#else
+    (void)py;
+    (void)ts;
+    (void)ucv;
+    return 0;
+#endif
+}
+
+int pa_thread_is_python(const struct pa_python *py, unsigned long pthread) {
+    const struct pa_layout *l = &py->layout;
+    sigjmp_buf env;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0))
+        return 0;
+    uintptr_t interp = main_interp(py);
+    uintptr_t ts = pa_aligned(interp, 8) ? PA_READ(uintptr_t, interp + l->is_threads_head) : 0;
+    int found = 0;
+    for (int n = 0; ts && n < 4096 && !found; n++) {
+        if (!pa_aligned(ts, 8))
+            break;
+        found = PA_READ(unsigned long, ts + l->ts_thread_id) == pthread;
+        ts = PA_READ(uintptr_t, ts + l->ts_next);
+    }
+    pa_guard_env = 0;
+    return found;
+}
+
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
-                        struct pa_walk_counts *counts) {
+                        struct pa_walk_counts *counts, int mode, void *uc) {
     const struct pa_layout *l = &py->layout;
     volatile int depth = 0;
     sigjmp_buf env;
@@ -117,6 +192,20 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
         return depth + 1;
     }
     uintptr_t ts = find_tstate(py);
+    if (mode != PA_WALK_CPU) {
+        if (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts))) {
+            pa_guard_env = 0;
+            return 0;
+        }
+        if (mode == PA_WALK_WALL) {
+            uint32_t state = thread_state(py, ts, uc);
+            if (state) {
+                out[depth].id = state;
+                out[depth].line = 0;
+                depth++;
+            }
+        }
+    }
     uintptr_t f = ts ? top_frame(py, ts) : 0;
     if (pa_walk_inject_every &&
         atomic_fetch_add_explicit(&inject_counter, 1, memory_order_relaxed) %
@@ -153,10 +242,10 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
         f = PA_READ(uintptr_t, f + l->fr_back);
     }
     pa_guard_env = 0;
-    if (depth == 0) {
-        out[0].id = PA_SYN_NO_PYTHON;
-        out[0].line = 0;
-        depth = 1;
+    if (depth == 0 || (depth == 1 && out[0].id >= PA_SYN_IDLE && out[0].id <= PA_SYN_GIL_WAIT)) {
+        out[depth].id = PA_SYN_NO_PYTHON;
+        out[depth].line = 0;
+        depth++;
     }
     return depth;
 }

@@ -18,10 +18,22 @@ struct pa_walk_counts {
     unsigned long truncated;  /* stacks cut at the depth limit */
 };
 
+/* What a sample is of (PYAGENT_MODE). */
+enum pa_walk_mode {
+    PA_WALK_CPU = 0,  /* every thread with a timer: its Python stack, <no Python frames> if none */
+    PA_WALK_WALL = 1, /* Python threads only, with their state as a leaf frame */
+    PA_WALK_GIL = 2,  /* only the thread holding the GIL */
+};
+
 /* Fills out[] leaf first, at most max entries (the last may be <truncated> or <unknown>).
- * Returns the depth (>= 1: a thread without Python frames gets <no Python frames>). */
+ * Returns the depth; 0 means "this sample is not recorded" (wall and GIL modes). uc is the
+ * signal's ucontext (wall mode reads the interrupted registers). */
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
-                        struct pa_walk_counts *counts);
+                        struct pa_walk_counts *counts, int mode, void *uc);
+
+/* Normal context, any thread: does the thread whose pthread id is given have a Python
+ * thread state in the main interpreter? (Wall mode arms timers only for those.) */
+int pa_thread_is_python(const struct pa_python *py, unsigned long pthread);
 
 /* Test hook (PYAGENT_FAULT_INJECTION builds): every Nth walk reads a frame from an address
  * that faults, as a freed or corrupted frame would. 0 disables it. */

@@ -79,6 +79,10 @@ static int apply_debug_offsets(struct pa_python *py, char *err, size_t errlen) {
     TAKE(u_state);
     TAKE(u_length);
     TAKE(u_ascii_size);
+    TAKE(gil_off);
+    /* The GIL's fields are published relative to the interpreter's own embedded GIL. */
+    l->gil_locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]);
+    l->gil_holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
 #undef TAKE
     py->debug_offsets = 1;
     return 0;

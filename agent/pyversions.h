@@ -36,12 +36,14 @@ struct pa_layout {
     unsigned co_linetable, co_code, co_code_adaptive, co_firsttraceable;
     unsigned u_state, u_length, u_ascii_size, u_compact_size;
     unsigned b_size, b_sval;
+    unsigned gil_via_interp, gil_off, gil_locked, gil_holder;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
             is_threads_head, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_thread_id,
             fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
-            co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size;
+            co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size,
+            gil_off, gil_struct, gil_locked, gil_holder;
     } dbg;
 };
 

@@ -75,7 +75,8 @@ static struct thread_rec *rec_by_serial(uint32_t serial) {
 static _Atomic unsigned armed_kinds; /* bit per pa_timer_kind armed so far */
 
 static int arm_timer(struct thread_rec *r) {
-    int kind = pa_timer_arm(&r->timer, r->tid, r->pthread, cfg.rate, cfg.timer_want);
+    int want = cfg.mode == PA_WALK_WALL ? PA_WANT_WALL : cfg.timer_want;
+    int kind = pa_timer_arm(&r->timer, r->tid, r->pthread, cfg.rate, want);
     if (kind == PA_TIMER_NONE)
         return -1;
     atomic_fetch_or(&armed_kinds, 1u << kind);
@@ -124,7 +125,8 @@ void pa_sampler_thread_begin(void) {
     r->pthread = pthread_self();
     r->alive = 1;
     tls_serial = r->serial;
-    if (atomic_load(&running) && arm_timer(r) != 0)
+    /* In wall mode a thread gets a timer once it has a Python thread state (reconcile). */
+    if (atomic_load(&running) && cfg.mode != PA_WALK_WALL && arm_timer(r) != 0)
         pa_log(PA_LOG_DEBUG, "cannot arm a timer for thread %d: %s", (int)r->tid, strerror(errno));
     pthread_mutex_unlock(&reg_lock);
     pthread_setspecific(exit_key, (void *)1);
@@ -275,7 +277,12 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
     struct pa_frame frames[MAX_DEPTH_LIMIT];
     struct pa_walk_counts counts = {0, 0};
-    int depth = pa_walk_this_thread(&py, frames, (int)cfg.max_depth, &counts);
+    int depth = pa_walk_this_thread(&py, frames, (int)cfg.max_depth, &counts, cfg.mode, uc);
+    if (depth == 0) { /* not a sample of this mode (no Python thread, not the GIL holder) */
+        hist_add(now_ns() - t0);
+        errno = saved_errno;
+        return;
+    }
     /* A delayed signal stands for every period that expired meanwhile. */
     uint64_t weight = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
     if (weight > 1000)
@@ -345,12 +352,30 @@ int pa_sampler_start(char *err, size_t errlen) {
     atomic_store(&running, 1);
     int failed = 0;
     for (size_t i = 0; i < nrecs; i++)
-        if (recs[i].alive && arm_timer(&recs[i]) != 0)
+        if (recs[i].alive && cfg.mode != PA_WALK_WALL && arm_timer(&recs[i]) != 0)
             failed++;
     pthread_mutex_unlock(&reg_lock);
+    pa_sampler_reconcile();
     if (failed)
         pa_log(PA_LOG_WARN, "%d thread(s) could not get a CPU timer and are not sampled", failed);
     return 0;
+}
+
+void pa_sampler_reconcile(void) {
+    if (cfg.mode != PA_WALK_WALL || !atomic_load(&running))
+        return;
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < nrecs; i++) {
+        struct thread_rec *r = &recs[i];
+        if (!r->alive)
+            continue;
+        int python = pa_thread_is_python(&py, (unsigned long)r->pthread);
+        if (python && r->timer.kind == PA_TIMER_NONE)
+            arm_timer(r);
+        else if (!python && r->timer.kind != PA_TIMER_NONE)
+            disarm_timer(r);
+    }
+    pthread_mutex_unlock(&reg_lock);
 }
 
 void pa_sampler_stop(void) {

@@ -18,6 +18,7 @@ struct pa_sampler_config {
     unsigned rate;      /* signals per second of thread CPU time */
     unsigned max_depth; /* frames kept per sample, <truncated> beyond */
     int timer_want;     /* enum pa_timer_want */
+    int mode;           /* enum pa_walk_mode */
 };
 
 struct pa_sampler_stats {
@@ -38,6 +39,9 @@ struct pa_sampler_stats {
 int pa_sampler_init(const struct pa_python *py, const struct pa_sampler_config *cfg);
 /* Installs the handler and arms a timer on every registered thread. */
 int pa_sampler_start(char *err, size_t errlen);
+/* Wall mode: arms timers on the threads that have a Python thread state, disarms the others
+ * (native threads never get wall-clock signals). Agent thread, every 100 ms. */
+void pa_sampler_reconcile(void);
 /* Disarms every timer; handlers still running finish, later signals are ignored. */
 void pa_sampler_stop(void);
 int pa_sampler_running(void);

@@ -198,9 +198,14 @@ void pa_config_read(struct pa_config *cfg) {
 
     cfg->mode = PA_MODE_CPU;
     v = env("PYAGENT_MODE");
-    if (v && strcmp(v, "cpu") != 0)
-        pa_log(PA_LOG_ERROR, "PYAGENT_MODE=\"%.64s\" is not supported (supported: cpu); using cpu",
-               v);
+    if (v) {
+        if (!strcmp(v, "wall"))
+            cfg->mode = PA_MODE_WALL;
+        else if (!strcmp(v, "gil"))
+            cfg->mode = PA_MODE_GIL;
+        else if (strcmp(v, "cpu"))
+            pa_log(PA_LOG_ERROR, "PYAGENT_MODE=\"%.64s\" is not cpu, wall or gil; using cpu", v);
+    }
 
     v = env("PYAGENT_SERVER");
     if (!v)

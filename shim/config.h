@@ -5,7 +5,7 @@
 #ifndef PA_CONFIG_H
 #define PA_CONFIG_H
 
-enum pa_mode { PA_MODE_CPU = 0, PA_MODE_WALL = 1 };
+enum pa_mode { PA_MODE_CPU = 0, PA_MODE_WALL = 1, PA_MODE_GIL = 2 }; /* = enum pa_walk_mode */
 
 struct pa_config {
     int enabled;          /* PYAGENT_ENABLE */

@@ -130,14 +130,17 @@ static void *agent_main(void *arg) {
     pa_names_start();
     struct pa_sampler_stats st;
     pa_sampler_get_stats(&st);
-    pa_log(PA_LOG_INFO, "profiling Python %s at %u Hz of CPU time (%s)%s%s", py.version, cfg.rate,
-           st.timer, pa_uploader_output_path()[0] ? " into " : "", pa_uploader_output_path());
+    static const char *const what[] = {"CPU time", "wall-clock time", "GIL-holding time"};
+    pa_log(PA_LOG_INFO, "profiling Python %s at %u Hz of %s (%s)%s%s", py.version, cfg.rate,
+           what[cfg.mode], st.timer, pa_uploader_output_path()[0] ? " into " : "",
+           pa_uploader_output_path());
     for (;;) {
         /* Wake often enough to notice finalization promptly; flush every interval. */
         long waited = 0;
         int stop = 0;
         while (waited < (long)cfg.interval_s * 1000 && !(stop = ctl_wait(100))) {
             waited += 100;
+            pa_sampler_reconcile();
             if (pa_py_finalizing(&py) || !pa_py_initialized()) {
                 pa_sampler_stop(); /* sampling ends before the interpreter is torn down */
                 break;
@@ -238,7 +241,7 @@ __attribute__((constructor)) static void pa_load(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err);
         return;
     }
-    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want};
+    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want, cfg.mode};
 #ifdef PYAGENT_FAULT_INJECTION
     pa_walk_inject_every = cfg.fault_every;
 #endif

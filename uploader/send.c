@@ -172,7 +172,9 @@ static void build_name(char *out, size_t len) {
         add_label(labels, sizeof labels, &count, "pid", 3, pid, (size_t)n);
     }
     char raw[2000];
-    snprintf(raw, sizeof raw, "%s.cpu{%s}", app, labels);
+    /* The profile type after the app name: what the samples measure. */
+    const char *type = cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
+    snprintf(raw, sizeof raw, "%s.%s{%s}", app, type, labels);
     char *esc = curl.escape ? curl.escape(NULL, raw, 0) : NULL;
     snprintf(out, len, "%s", esc ? esc : raw);
     if (esc)

@@ -35,6 +35,10 @@ static double process_cpu(void) {
     return (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
 }
 
+static const char *mode_name(void) {
+    return cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
+}
+
 static void set_out_path(int child) {
     out_path[0] = 0;
     if (!cfg.output[0])
@@ -89,6 +93,12 @@ static uint32_t code_frame(const struct pa_frame *f) {
     case PA_SYN_NO_PYTHON:
         n = snprintf(buf, sizeof buf, "<no Python frames>");
         break;
+    case PA_SYN_IDLE:
+        n = snprintf(buf, sizeof buf, "<idle>");
+        break;
+    case PA_SYN_GIL_WAIT:
+        n = snprintf(buf, sizeof buf, "<waiting for the GIL>");
+        break;
     default:
         if (f->line > 0)
             n = snprintf(buf, sizeof buf, "%s (%s:%d)", pa_code_qualname(f->id),
@@ -132,7 +142,7 @@ void pa_uploader_upload(double deadline, int final) {
     char rate[16];
     snprintf(rate, sizeof rate, "%u", cfg.rate);
     pa_profile_set_meta(pending, "rate", rate);
-    pa_profile_set_meta(pending, "mode", "cpu");
+    pa_profile_set_meta(pending, "mode", mode_name());
     if (out_path[0])
         pa_profile_merge(total, pending);
     if (cfg.server[0]) {
@@ -157,7 +167,7 @@ int pa_uploader_write_local(int final) {
     struct pa_sampler_stats st;
     pa_sampler_get_stats(&st);
     set_meta_u64("rate", cfg.rate);
-    pa_profile_set_meta(total, "mode", "cpu");
+    pa_profile_set_meta(total, "mode", mode_name());
     set_meta_u64("pid", (uint64_t)getpid());
     pa_profile_set_meta(total, "python", py.version);
     set_meta_u64("start", (uint64_t)started);

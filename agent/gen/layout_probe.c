@@ -12,6 +12,7 @@
 #else
 #include <internal/pycore_pystate.h>
 #endif
+#include <internal/pycore_gil.h>
 #if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
 #include <internal/pycore_code.h>
@@ -114,6 +115,15 @@ int main(void) {
            (unsigned)sizeof(PyCompactUnicodeObject));
     printf("     .b_size = %u, .b_sval = %u,\n", OFF(PyVarObject, ob_size),
            OFF(PyBytesObject, ob_sval));
+    /* The GIL: embedded in _PyRuntime up to 3.11, behind a pointer in the interpreter from
+     * 3.12 (per-interpreter GILs). */
+#if PY_VERSION_HEX >= 0x030C0000
+    printf("     .gil_via_interp = 1, .gil_off = %u,\n", OFF(PyInterpreterState, ceval.gil));
+#else
+    printf("     .gil_via_interp = 0, .gil_off = %u,\n", OFF(_PyRuntimeState, ceval.gil));
+#endif
+    printf("     .gil_locked = %u, .gil_holder = %u,\n", OFF(struct _gil_runtime_state, locked),
+           OFF(struct _gil_runtime_state, last_holder));
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the
      * agent can read the live interpreter's own offsets and prefer them to this table. */
@@ -138,7 +148,12 @@ int main(void) {
     printf("             .co_code_adaptive = %u, .u_state = %u, .u_length = %u,\n",
            DBG(code_object.co_code_adaptive), DBG(unicode_object.state),
            DBG(unicode_object.length));
-    printf("             .u_ascii_size = %u}},\n", DBG(unicode_object.asciiobject_size));
+    printf("             .u_ascii_size = %u, .gil_off = %u, .gil_struct = %u,\n",
+           DBG(unicode_object.asciiobject_size), DBG(interpreter_state.ceval_gil),
+           DBG(interpreter_state.gil_runtime_state));
+    printf("             .gil_locked = %u, .gil_holder = %u}},\n",
+           DBG(interpreter_state.gil_runtime_state_locked),
+           DBG(interpreter_state.gil_runtime_state_holder));
 #else
     printf("     .dbg = {0}},\n");
 #endif
