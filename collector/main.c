@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "report.h"
 #include "server.h"
 #include "store.h"
 
@@ -33,6 +34,9 @@ int main(int argc, char **argv) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    if (o.source_from)
+        pa_coll_report_set_source_root(o.source_from, o.source_to);
 
     struct pa_coll_store *st;
     struct pa_coll_store_options so = {

@@ -26,6 +26,8 @@ const char pa_coll_usage[] =
     "  --sync full|normal       fsync every commit (full, default: survives power loss) or\n"
     "                           not (normal: survives a collector crash, not a machine crash)\n"
     "  --shutdown-grace DURATION  how long SIGTERM waits for requests in flight (default 10s)\n"
+    "  --source-root OLD=NEW    heatmaps read a source file under OLD from under NEW; without\n"
+    "                           it no source file is ever read\n"
     "  --help, --version\n"
     "Environment: PYAGENT_COLLECTOR_TOKEN is used when neither --token nor --token-file is "
     "given.\n";
@@ -71,6 +73,7 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
         O_THREADS,
         O_SYNC,
         O_GRACE,
+        O_SOURCE_ROOT,
         O_HELP,
         O_VERSION
     };
@@ -86,6 +89,7 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
         {"threads", required_argument, NULL, O_THREADS},
         {"sync", required_argument, NULL, O_SYNC},
         {"shutdown-grace", required_argument, NULL, O_GRACE},
+        {"source-root", required_argument, NULL, O_SOURCE_ROOT},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -163,6 +167,17 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
                                    optarg);
             o->grace_ms = (unsigned)d * 1000;
             break;
+        case O_SOURCE_ROOT: {
+            const char *eq = strchr(optarg, '=');
+            if (eq == NULL || eq == optarg || eq[1] != '/' || optarg[0] != '/')
+                return usage_error(
+                    msg, msglen, "--source-root: '%s' is not OLD=NEW with absolute paths", optarg);
+            free(o->source_from);
+            free(o->source_to);
+            o->source_from = strndup(optarg, (size_t)(eq - optarg));
+            o->source_to = strdup(eq + 1);
+            break;
+        }
         case O_HELP:
             o->help = 1;
             return 0;
@@ -192,5 +207,7 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
 
 void pa_coll_options_free(struct pa_coll_options *o) {
     free(o->token);
-    o->token = NULL;
+    free(o->source_from);
+    free(o->source_to);
+    o->token = o->source_from = o->source_to = NULL;
 }

@@ -18,6 +18,7 @@ struct pa_coll_options {
     unsigned threads;
     enum pa_coll_sync sync;
     unsigned grace_ms;
+    char *source_from, *source_to; /* --source-root OLD=NEW, owned; NULL: no sources read */
     int help, version;
 };
 

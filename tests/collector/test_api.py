@@ -2,6 +2,7 @@
 against a real collector. The core property: what goes in is exactly what /render returns."""
 import json
 import random
+import re
 import sys
 import time
 import unittest
@@ -119,6 +120,21 @@ class Api(unittest.TestCase):
         status, _, _ = self.c.get("/render?query=%s&from=%d&until=%d&format=bogus" %
                                   (q, T0, T0 + 10))
         self.assertEqual(status, 400)
+
+    def test_heatmap_pages_never_read_files_uploads_name(self):
+        self.ok(self.c.ingest("hm.cpu", "thread:main;peek (/etc/passwd:1) 9\n"
+                              "thread:main;f (app.py:3) 2\n", frm=T0, until=T0 + 10))
+        status, _, headers = self.c.get("/heatmap?query=hm.cpu&from=%d&until=%d" %
+                                        (T0, T0 + 10))
+        self.assertEqual(status, 302)
+        index = self.ok(self.c.get(headers["Location"])).decode()
+        pages = set(re.findall(r'href="(file-\d+\.html)', index))
+        self.assertTrue(pages, index[:500])
+        base = headers["Location"].rsplit("/", 1)[0]
+        for page in pages:
+            text = self.ok(self.c.get(base + "/" + page)).decode()
+            self.assertNotIn("root:x:0:0", text)
+        self.assertEqual(self.c.get(base + "/..%2F..%2Fetc%2Fpasswd")[0], 404)
 
     def test_index_escapes_what_uploads_say(self):
         self.ok(self.c.ingest("esc.cpu{x=<script>alert(1)</script>}", "a 1\n", frm=T0,
