@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "codecache.h"
+#include "native.h"
 #include "guard.h"
 
 unsigned pa_walk_inject_every;
@@ -72,8 +73,11 @@ static uintptr_t top_frame(const struct pa_python *py, uintptr_t ts) {
 }
 
 /* Reads one frame: its code object and instruction offset in bytes. Returns 1 for a Python
- * frame to record, 0 for a frame to skip (shim, incomplete), -1 for garbage. */
-static int read_frame(const struct pa_python *py, uintptr_t f, uintptr_t *code, long *offset) {
+ * frame to record, 0 for a frame to skip (shim, incomplete), -1 for garbage. *entry is set
+ * when the frame ends the run of one C call of the evaluation loop: every frame on 3.8-3.10,
+ * a frame marked is_entry on 3.11, the shim frame (skipped) from 3.12 on. */
+static int read_frame(const struct pa_python *py, uintptr_t f, uintptr_t *code, long *offset,
+                      int *entry) {
     const struct pa_layout *l = &py->layout;
     if (!pa_aligned(f, 8))
         return -1;
@@ -84,11 +88,16 @@ static int read_frame(const struct pa_python *py, uintptr_t f, uintptr_t *code, 
         *offset = l->line_kind == PA_LINE_TABLE310 ? (long)lasti * 2 : (long)lasti;
         if (*offset < 0)
             *offset = 0;
+        *entry = 1;
         return 1;
     }
     unsigned owner = PA_READ(uint8_t, f + l->fr_owner);
-    if (owner >= l->owner_skip)
+    if (owner >= l->owner_skip) {
+        *entry = 1;
         return 0;
+    }
+    if (l->fr_is_entry)
+        *entry = PA_READ(uint8_t, f + l->fr_is_entry) != 0;
     /* 3.14+ tags the low bits of f_executable (_PyStackRef); code objects are 8-aligned. */
     *code = PA_READ(uintptr_t, f + l->fr_code) & ~(uintptr_t)7;
     if (*code == 0)
@@ -179,8 +188,9 @@ int pa_thread_is_python(const struct pa_python *py, unsigned long pthread) {
 }
 
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
-                        struct pa_walk_counts *counts, int mode, void *uc) {
+                        struct pa_walk_counts *counts, int flags, void *uc) {
     const struct pa_layout *l = &py->layout;
+    int mode = flags & ~PA_WALK_MARK_ENTRIES, marks = flags & PA_WALK_MARK_ENTRIES;
     volatile int depth = 0;
     sigjmp_buf env;
     pa_guard_env = &env;
@@ -223,7 +233,8 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
         }
         uintptr_t code = 0;
         long offset = 0;
-        int r = read_frame(py, f, &code, &offset);
+        int entry = 0;
+        int r = read_frame(py, f, &code, &offset, &entry);
         if (r < 0) {
             counts->unreadable++;
             out[depth].id = PA_SYN_UNKNOWN;
@@ -237,6 +248,11 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
             out[depth].line = id == PA_SYN_UNKNOWN ? 0 : pa_code_line(py, code, offset);
             if (id == PA_SYN_UNKNOWN)
                 counts->unreadable++;
+            depth++;
+        }
+        if (marks && entry && depth < max - 1) {
+            out[depth].id = PA_SYN_ENTRY;
+            out[depth].line = 0;
             depth++;
         }
         f = PA_READ(uintptr_t, f + l->fr_back);

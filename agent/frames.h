@@ -23,6 +23,9 @@ enum pa_walk_mode {
     PA_WALK_CPU = 0,  /* every thread with a timer: its Python stack, <no Python frames> if none */
     PA_WALK_WALL = 1, /* Python threads only, with their state as a leaf frame */
     PA_WALK_GIL = 2,  /* only the thread holding the GIL */
+    /* Flag: end each run of Python frames executed by one C call of the evaluation loop with
+     * a PA_SYN_ENTRY marker (native mode interleaves C frames there). */
+    PA_WALK_MARK_ENTRIES = 8,
 };
 
 /* Fills out[] leaf first, at most max entries (the last may be <truncated> or <unknown>).

@@ -7,8 +7,12 @@
  * Why libunwind is safe here: its local unwinder does not allocate once initialized (the
  * initialization is done by pa_native_init), reads the interrupted registers straight from
  * the signal's ucontext, and finds unwind tables with dl_iterate_phdr. That last call takes
- * the dynamic loader's lock, hence pa_native_in_loader: a thread interrupted while it holds
- * that lock is not unwound. */
+ * the dynamic loader's (recursive) write lock: a thread interrupted while it holds that lock
+ * (inside dlopen, dlclose or dl_iterate_phdr) must not be unwound, or it would wait for
+ * itself. Interposing the loader's functions to count that would change what they do
+ * (dlopen searches the *caller's* RUNPATH), so instead the handler reads the lock's owner:
+ * pa_native_init finds where glibc keeps it by looking, from inside a dl_iterate_phdr
+ * callback, for our own thread id in the loader's global state. */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
@@ -17,10 +21,56 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 enum { MAX_EVAL_RANGES = 8 };
 
-__thread int pa_native_in_loader __attribute__((tls_model("initial-exec")));
+/* The owner (thread id) field of glibc's loader write lock, or NULL when it was not found
+ * (then native unwinding stays off). */
+static const volatile int *loader_owner;
+static __thread pid_t my_tid __attribute__((tls_model("initial-exec")));
+
+struct owner_search {
+    const unsigned char *base;
+    size_t size;
+    pid_t tid;
+    size_t found[4];
+    int n;
+};
+
+/* Called with the write lock held by this thread: a recursive pthread mutex reads
+ * {int lock; unsigned count; int owner; ...}, so owner == our tid, count >= 1, lock != 0. */
+static int search_owner(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)info;
+    (void)size;
+    struct owner_search *os = arg;
+    for (size_t off = 8; off + 4 <= os->size && os->n < 4; off += 4) {
+        const int *w = (const int *)(os->base + off);
+        if (w[0] == os->tid && w[-1] >= 1 && w[-2] != 0)
+            os->found[os->n++] = off;
+    }
+    return 1; /* one call is enough */
+}
+
+static int find_loader_owner(void) {
+    void *g = dlsym(RTLD_DEFAULT, "_rtld_global");
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!g || !dladdr1(g, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size)
+        return -1;
+    struct owner_search os = {g, sym->st_size, (pid_t)syscall(SYS_gettid), {0}, 0};
+    dl_iterate_phdr(search_owner, &os);
+    /* The candidate must let go of us once the lock is released. */
+    for (int i = 0; i < os.n; i++) {
+        const int *w = (const int *)(os.base + os.found[i]);
+        if (*w != os.tid) {
+            loader_owner = w;
+            return 0;
+        }
+    }
+    return -1;
+}
 
 /* Written in normal context before sampling (entries first, then the count with release), so
  * a handler that sees the count sees the entries. */
@@ -65,6 +115,8 @@ static __attribute__((noinline)) void prime_libunwind(void) {
 }
 
 int pa_native_init(void) {
+    if (find_loader_owner() != 0)
+        return -1; /* without it, unwinding could deadlock: stay off */
     prime_libunwind();
     /* The same symbol on every version from 3.8 on: one C call of it runs one Python frame
      * (3.8-3.10) or the frames up to an entry frame (3.11+). Its size comes from the dynamic
@@ -78,8 +130,12 @@ int pa_native_init(void) {
 }
 
 int pa_native_backtrace(void *ucontext, uintptr_t *ips, int max) {
-    if (pa_native_in_loader || !ucontext || max <= 0)
+    if (!loader_owner || !ucontext || max <= 0)
         return 0;
+    if (!my_tid)
+        my_tid = (pid_t)syscall(SYS_gettid);
+    if (*loader_owner == my_tid)
+        return 0; /* interrupted inside the loader: unwinding would wait for ourselves */
     if (max > PA_NATIVE_MAX_FRAMES)
         max = PA_NATIVE_MAX_FRAMES;
     unw_cursor_t cursor;

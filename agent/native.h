@@ -50,28 +50,12 @@ static inline uintptr_t pa_native_ip(const struct pa_frame *f) {
     return (uintptr_t)(((uint64_t)(f->id & ~PA_NATIVE_FLAG) << 32) | (uint32_t)f->line);
 }
 
-/* Non-zero while this thread is inside the dynamic loader (dlopen, dlclose, dl_iterate_phdr):
- * libunwind calls dl_iterate_phdr, which takes the loader's lock, so unwinding then would
- * deadlock on the lock this very thread holds. The shim raises it around the interposed
- * loader functions. Initial-exec TLS: readable from a handler without allocation. */
-extern __thread int pa_native_in_loader __attribute__((tls_model("initial-exec")));
-
-static inline void pa_native_loader_enter(void) {
-    pa_native_in_loader++;
-    /* The handler runs on this thread: only the compiler may reorder, not the CPU. */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-}
-
-static inline void pa_native_loader_leave(void) {
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    pa_native_in_loader--;
-}
-
-/* Normal context, once, before sampling: finds the evaluation loop's address range
- * (_PyEval_EvalFrameDefault, size from the dynamic symbol table) and primes libunwind (its
- * one-time initialization allocates and takes locks) so that the first unwind in a handler
- * does not. Returns 0, or -1 when the evaluation loop was not found (native frames can then
- * be collected but not interleaved: pa_native_eval_ranges() is 0). */
+/* Normal context, once, before sampling: finds where glibc keeps the owner of the loader's
+ * write lock (without it native unwinding stays off: -1), primes libunwind (its one-time
+ * initialization allocates and takes locks) so that the first unwind in a handler does not,
+ * and finds the evaluation loop's address range (_PyEval_EvalFrameDefault, size from the
+ * dynamic symbol table). Returns 0, or -1 (no loader lock found, or no evaluation loop:
+ * native frames can then not be interleaved, pa_native_eval_ranges() is 0). */
 int pa_native_init(void);
 
 /* Normal context: declares [lo, hi) part of the evaluation loop (e.g. a compiler-split
@@ -86,7 +70,8 @@ int pa_native_in_eval(uintptr_t ip);
  * interrupted instruction of `ucontext` (the handler's third argument); at most
  * min(max, PA_NATIVE_MAX_FRAMES). Return addresses (all but the first) are stored minus one,
  * so that they fall inside the call instruction: right for symbols and for range checks.
- * Returns 0 while the thread is inside the dynamic loader (pa_native_in_loader). */
+ * Returns 0 while the thread holds the dynamic loader's lock (see native.c), or before
+ * pa_native_init found it. */
 int pa_native_backtrace(void *ucontext, uintptr_t *ips, int max);
 
 /* Signal-safe, pure. Splices native addresses (leaf first) with the walker's Python frames

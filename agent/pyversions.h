@@ -37,6 +37,7 @@ struct pa_layout {
     unsigned u_state, u_length, u_ascii_size, u_compact_size;
     unsigned b_size, b_sval;
     unsigned gil_via_interp, gil_off, gil_locked, gil_holder;
+    unsigned fr_is_entry; /* 3.11 only: _PyInterpreterFrame.is_entry */
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,

@@ -21,6 +21,7 @@
 #include "codecache.h"
 #include "frames.h"
 #include "guard.h"
+#include "native.h"
 #include "timers.h"
 
 enum { MAX_DEPTH_LIMIT = 512, HIST_LINEAR = 400, HIST_STEP_NS = 25, HIST_N = HIST_LINEAR + 24 };
@@ -277,7 +278,11 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
     struct pa_frame frames[MAX_DEPTH_LIMIT];
     struct pa_walk_counts counts = {0, 0};
-    int depth = pa_walk_this_thread(&py, frames, (int)cfg.max_depth, &counts, cfg.mode, uc);
+    /* With native frames the walker's output is raw material (markers included), bounded by
+     * the buffer; the depth limit applies to the interleaved stack. */
+    int depth =
+        pa_walk_this_thread(&py, frames, cfg.native ? MAX_DEPTH_LIMIT : (int)cfg.max_depth, &counts,
+                            cfg.mode | (cfg.native ? PA_WALK_MARK_ENTRIES : 0), uc);
     if (depth == 0) { /* not a sample of this mode (no Python thread, not the GIL holder) */
         hist_add(now_ns() - t0);
         errno = saved_errno;
@@ -287,8 +292,16 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     uint64_t weight = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
     if (weight > 1000)
         weight = 1000;
+    struct pa_frame mixed[MAX_DEPTH_LIMIT];
+    const struct pa_frame *stack = frames;
+    if (cfg.native) {
+        uintptr_t ips[PA_NATIVE_MAX_FRAMES];
+        int nips = pa_native_backtrace(uc, ips, PA_NATIVE_MAX_FRAMES);
+        depth = pa_native_interleave(ips, nips, frames, depth, mixed, (int)cfg.max_depth);
+        stack = mixed;
+    }
     struct pa_table *t = pa_tables_enter(&tables);
-    pa_table_add(t, tls_serial, frames, (uint32_t)depth, weight);
+    pa_table_add(t, tls_serial, stack, (uint32_t)depth, weight);
     pa_tables_leave(t);
     if (counts.unreadable)
         atomic_fetch_add_explicit(&n_unreadable, counts.unreadable, memory_order_relaxed);
@@ -316,6 +329,10 @@ int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c
     srandom((unsigned)(getpid() ^ now_ns()));
     initialized = 1;
     return 0;
+}
+
+void pa_sampler_set_native(int on) {
+    cfg.native = on;
 }
 
 struct pa_tables *pa_sampler_tables(void) {

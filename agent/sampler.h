@@ -19,6 +19,7 @@ struct pa_sampler_config {
     unsigned max_depth; /* frames kept per sample, <truncated> beyond */
     int timer_want;     /* enum pa_timer_want */
     int mode;           /* enum pa_walk_mode */
+    int native;         /* interleave C frames (libunwind); pa_native_init done by the caller */
 };
 
 struct pa_sampler_stats {
@@ -37,6 +38,8 @@ struct pa_sampler_stats {
 
 /* Normal context. Allocates tables and caches; the handler is not installed yet. */
 int pa_sampler_init(const struct pa_python *py, const struct pa_sampler_config *cfg);
+/* Normal context, before pa_sampler_start: turns native frames off (pa_native_init failed). */
+void pa_sampler_set_native(int on);
 /* Installs the handler and arms a timer on every registered thread. */
 int pa_sampler_start(char *err, size_t errlen);
 /* Wall mode: arms timers on the threads that have a Python thread state, disarms the others

@@ -185,6 +185,7 @@ void pa_config_read(struct pa_config *cfg) {
     cfg->max_depth = env_uint("PYAGENT_MAX_DEPTH", 2, 512, 256);
     cfg->fault_every = env_uint("PYAGENT_FAULT_INJECT", 0, 1000000, 0);
 
+    cfg->native = env_bool("PYAGENT_NATIVE", 0);
     cfg->timer_want = 0; /* auto: perf events where allowed, else CPU timers */
     v = env("PYAGENT_TIMER");
     if (v) {

@@ -19,6 +19,7 @@ struct pa_config {
     char app_name[256];   /* PYAGENT_APP_NAME / PYROSCOPE_APPLICATION_NAME */
     unsigned fault_every; /* PYAGENT_FAULT_INJECT (fault-injection builds only) */
     int timer_want;       /* PYAGENT_TIMER: enum pa_timer_want (auto, perf, cpu) */
+    int native;           /* PYAGENT_NATIVE */
 
     /* Uploads (docs/continuous.md). */
     char tags[1024];          /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */

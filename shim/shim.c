@@ -20,8 +20,10 @@
 
 #include "../agent/frames.h"
 #include "../agent/guard.h"
+#include "../agent/native.h"
 #include "../agent/pyversions.h"
 #include "../agent/sampler.h"
+#include "../uploader/symbols.h"
 #include "../uploader/uploader.h"
 #include "config.h"
 #include "log.h"
@@ -121,6 +123,19 @@ static void *agent_main(void *arg) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err);
         atomic_store(&active, 0);
         goto out;
+    }
+    if (cfg.native) {
+        /* Normal context, before the first signal: find the loader's lock and the
+         * evaluation loop, prime libunwind. */
+        uintptr_t lo;
+        size_t size;
+        if (pa_native_init() != 0) {
+            pa_log(PA_LOG_ERROR, "PYAGENT_NATIVE=1: cannot set up native unwinding safely here "
+                                 "(loader lock or evaluation loop not found); Python frames only");
+            pa_sampler_set_native(0);
+        } else if (pa_symbols_find("_PyEval_EvalFrameDefault.cold", &lo, &size) == 0) {
+            pa_native_add_eval_range(lo, lo + size); /* gcc splits the loop's cold path off */
+        }
     }
     if (pa_sampler_start(err, sizeof err) != 0) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err);
@@ -241,7 +256,7 @@ __attribute__((constructor)) static void pa_load(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err);
         return;
     }
-    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want, cfg.mode};
+    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want, cfg.mode, cfg.native};
 #ifdef PYAGENT_FAULT_INJECTION
     pa_walk_inject_every = cfg.fault_every;
 #endif

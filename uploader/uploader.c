@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include "../agent/codecache.h"
+#include "../agent/native.h"
 #include "../agent/sampler.h"
 #include "../profile/profile.h"
 #include "../shim/log.h"
 #include "send.h"
+#include "symbols.h"
 
 static struct pa_config cfg;
 static struct pa_python py;
@@ -83,6 +85,10 @@ static uint32_t thread_frame(uint32_t serial) {
 static uint32_t code_frame(const struct pa_frame *f) {
     char buf[1400];
     int n;
+    if (pa_native_is_native(f)) {
+        n = pa_symbols_lookup(pa_native_ip(f), buf, sizeof buf);
+        return pa_profile_intern(pending, buf, n > 0 ? (size_t)n : 0);
+    }
     switch (f->id) {
     case PA_SYN_UNKNOWN:
         n = snprintf(buf, sizeof buf, "<unknown>");
@@ -114,6 +120,17 @@ static uint32_t code_frame(const struct pa_frame *f) {
     return pa_profile_intern(pending, buf, (size_t)n);
 }
 
+/* Interpreter internals between Python frames and the C functions they call: dropped. A
+ * stripped interpreter names none of its static functions, so anything unnamed inside it
+ * counts as plumbing too. */
+static int is_plumbing(uintptr_t ip) {
+    struct pa_symbol s;
+    if (pa_symbols_resolve(ip, &s) == 0)
+        return pa_symbols_is_plumbing(s.name);
+    /* The C library's unnamed (static) functions are its process and thread start code. */
+    return s.in_interpreter || (s.object && strncmp(s.object, "libc.so", 7) == 0);
+}
+
 void pa_uploader_drain(void) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
@@ -128,8 +145,11 @@ void pa_uploader_drain(void) {
             d = 512;
         size_t n = 0;
         ids[n++] = thread_frame(s->thread);
-        for (uint32_t k = d; k-- > 0;) /* the table is leaf first; profiles are root first */
+        for (uint32_t k = d; k-- > 0;) { /* the table is leaf first; profiles are root first */
+            if (pa_native_is_native(&f[k]) && is_plumbing(pa_native_ip(&f[k])))
+                continue;
             ids[n++] = code_frame(&f[k]);
+        }
         pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
     }
     dropped_total += atomic_load(&t->dropped);

@@ -124,6 +124,13 @@ int main(void) {
 #endif
     printf("     .gil_locked = %u, .gil_holder = %u,\n", OFF(struct _gil_runtime_state, locked),
            OFF(struct _gil_runtime_state, last_holder));
+    /* 3.11 marks the first frame of each C call of the evaluation loop; later versions push
+     * a shim frame there instead (owner >= owner_skip). */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    printf("     .fr_is_entry = %u,\n", OFF(_PyInterpreterFrame, is_entry));
+#else
+    printf("     .fr_is_entry = 0,\n");
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the
      * agent can read the live interpreter's own offsets and prefer them to this table. */

@@ -202,6 +202,74 @@ def test_unsupported_builds(ctx):
         check(not with_agent.profiles() and not os.listdir(with_agent.cwd), "files were written")
 
 
+def share_of(p, pred, among):
+    n = p.total(among)
+    return 100.0 * p.total(pred) / n if n else 0.0
+
+
+def test_native_frames(ctx):
+    """PYAGENT_NATIVE=1: zlib's C frames under the Python function that called it, with a
+    share within 3 points of the time measured."""
+    r = ctx.same_as_without(["modes.py", "truth.json", "native"], env={"PYAGENT_NATIVE": "1"})
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    in_zlib = lambda fr: any("[libz.so" in f for f in fr)  # noqa: E731
+    measured = lambda fr: any(frame_name(f) in ("compress", "py_work") for f in fr)  # noqa: E731
+    got = share_of(p, in_zlib, measured)
+    want = 100.0 * truth["compress"] / (truth["compress"] + truth["py_work"])
+    check(abs(got - want) <= 3.0, "zlib's share %.1f%%, measured %.1f%%" % (got, want))
+    # Order: the C frames are on the leaf side of compress().
+    for frames, _ in p.stacks:
+        if in_zlib(frames):
+            names = [frame_name(f) for f in frames]
+            check("compress" in names, "a zlib stack without compress(): %r" % frames)
+            z = next(i for i, f in enumerate(frames) if "[libz.so" in f)
+            check(names.index("compress") < z, "zlib frames above compress(): %r" % frames)
+    check(p.total(has_frame("py_work")) > 0, "Python frames missing")
+
+
+def test_wall_mode(ctx):
+    """PYAGENT_MODE=wall: a sleeping function's share matches its wall time; CPU mode
+    shows none of it."""
+    r = ctx.same_as_without(["modes.py", "truth.json", "wall"], env={"PYAGENT_MODE": "wall"})
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    check(p.meta.get("mode") == "wall" and p.meta.get("timer") == "wall-timer", "header %r" % p.meta)
+    measured = lambda fr: any(frame_name(f) in ("sleeper", "spinner") for f in fr)  # noqa: E731
+    got = share_of(p, has_frame("sleeper"), measured)
+    want = 100.0 * truth["sleeper"] / (truth["sleeper"] + truth["spinner"])
+    check(abs(got - want) <= 3.0, "sleeper's wall share %.1f%%, measured %.1f%%" % (got, want))
+    idle = p.total(lambda fr: frame_name(fr[-1]) == "<idle>" and has_frame("sleeper")(fr))
+    check(idle >= 0.9 * p.total(has_frame("sleeper")), "sleeper not shown <idle>")
+    cpu = ctx.run(["modes.py", "truth.json", "wall"]).profile()
+    check(cpu.total(has_frame("sleeper")) <= 2, "CPU mode sampled the sleeper %d times" % cpu.total(has_frame("sleeper")))
+
+
+def test_gil_mode(ctx):
+    """PYAGENT_MODE=gil: only the GIL holder is sampled, never the sleeping thread."""
+    r = ctx.same_as_without(["modes.py", "truth.json", "gil"], env={"PYAGENT_MODE": "gil"})
+    p = r.profile()
+    check(p.meta.get("mode") == "gil", "header %r" % p.meta)
+    check(p.total(lambda fr: fr[0] == "thread:sleepy") == 0, "the sleeping thread was sampled")
+    spins = [p.total(lambda fr, n=n: fr[0] == "thread:spin%d" % n) for n in (0, 1)]
+    check(min(spins) > 0, "a spinning thread never held the GIL: %r" % spins)
+    check(p.total(lambda fr: "<no Python frames>" in fr) == 0, "non-Python samples in GIL mode")
+
+
+def test_rates_beyond_the_tick(ctx):
+    """PYAGENT_RATE=1000 and 10000 deliver within 5% per CPU-second where perf events are
+    allowed (the header says which timer ran)."""
+    for rate in (1000, 10000):
+        r = ctx.run(["plain.py", "2"], env={"PYAGENT_RATE": str(rate)})
+        check(r.rc == 0, r.err)
+        p = r.profile()
+        if p.meta.get("timer") != "perf-task-clock":
+            check(p.meta.get("timer") == "cpu-timer", "header %r" % p.meta)
+            continue  # perf events forbidden here: CPU timers, tick-bound, by design
+        achieved = int(p.meta["achieved_rate"])
+        check(abs(achieved - rate) <= 0.05 * rate, "asked %d, achieved %d per CPU-second" % (rate, achieved))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds"}
 
