@@ -1,13 +1,13 @@
 #!/bin/sh
 # pyagent: runs a program with libpyagent.so preloaded.
-#   pyagent run [--rate N] [--mode cpu] [-o FILE] [--server URL] [--app NAME] -- COMMAND [ARGS...]
+#   pyagent run [--rate N] [--mode cpu|wall|gil] [-o FILE] [--server URL] [--app NAME] -- COMMAND [ARGS...]
 #   pyagent lib        prints the path of libpyagent.so
 # Options become the PYAGENT_* environment variables (docs/configuration.md); the library is
 # found next to this script (../lib) or in the directories it was installed to.
 set -eu
 
 usage() {
-  echo "usage: pyagent run [--rate N] [--mode cpu] [-o FILE] [--server URL] [--app NAME] -- COMMAND [ARGS...]" >&2
+  echo "usage: pyagent run [--rate N] [--mode cpu|wall|gil] [-o FILE] [--server URL] [--app NAME] -- COMMAND [ARGS...]" >&2
   echo "       pyagent lib" >&2
   exit 2
 }

@@ -245,6 +245,16 @@ def test_wall_mode(ctx):
     check(cpu.total(has_frame("sleeper")) <= 2, "CPU mode sampled the sleeper %d times" % cpu.total(has_frame("sleeper")))
 
 
+def test_wall_mode_blocking_calls(ctx):
+    """In wall mode at 1 kHz, sleep, select, recv, subprocess waits, lock acquires and a C
+    read() return what and when they would without the agent."""
+    r = ctx.same_as_without(["blocking.py"], env={"PYAGENT_MODE": "wall", "PYAGENT_RATE": "1000"})
+    check(r.rc == 0, "a blocking call misbehaved: %s" % r.err[-2000:])
+    check("C read (5, 0, b'12345')" in r.out, "read() result: %r" % r.out)
+    p = r.profile()
+    check(p.total(lambda fr: frame_name(fr[-1]) == "<idle>") > 100, "the blocked threads were not sampled")
+
+
 def test_gil_mode(ctx):
     """PYAGENT_MODE=gil: only the GIL holder is sampled, never the sleeping thread."""
     r = ctx.same_as_without(["modes.py", "truth.json", "gil"], env={"PYAGENT_MODE": "gil"})

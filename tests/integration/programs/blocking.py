@@ -1,0 +1,91 @@
+"""Blocking calls that must behave exactly as without a profiler, each in its own thread so
+that a wall-clock sampler interrupts all of them at once. Prints deterministic results;
+exits 1 if any call returned early, failed, or returned something else."""
+import ctypes
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+results = {}
+bad = []
+
+
+def timed(name, want_at_least, fn):
+    t0 = time.monotonic()
+    try:
+        value = fn()
+    except Exception as e:  # the exception is the result for some calls
+        value = type(e).__name__
+    elapsed = time.monotonic() - t0
+    if elapsed < want_at_least - 1e-3:
+        bad.append("%s returned after %.3f s, before %.3f s" % (name, elapsed, want_at_least))
+    results[name] = value
+
+
+def sleep():
+    timed("sleep", 1.0, lambda: time.sleep(1.0))
+
+
+def select_timeout():
+    r, w = os.pipe()
+    timed("select", 1.0, lambda: select.select([r], [], [], 1.0))
+
+
+def recv_timeout():
+    a, b = socket.socketpair()
+    a.settimeout(1.0)
+    timed("recv timeout", 1.0, lambda: a.recv(10))
+
+
+def recv_data():
+    a, b = socket.socketpair()
+    threading.Timer(0.5, lambda: b.sendall(b"hello")).start()
+    timed("recv data", 0.5, lambda: a.recv(10))
+
+
+def subprocess_wait():
+    timed("subprocess", 1.0, lambda: subprocess.run(["sleep", "1"]).returncode)
+
+
+def lock_timeout():
+    lock = threading.Lock()
+    lock.acquire()
+    timed("lock timeout", 1.0, lambda: lock.acquire(timeout=1.0))
+
+
+def lock_released():
+    lock = threading.Lock()
+    lock.acquire()
+    threading.Timer(0.5, lock.release).start()
+    timed("lock released", 0.5, lambda: lock.acquire())
+
+
+def c_read():
+    libc = ctypes.CDLL(None, use_errno=True)
+    r, w = os.pipe()
+    threading.Timer(0.5, lambda: os.write(w, b"12345")).start()
+    buf = ctypes.create_string_buffer(16)
+
+    def read():
+        n = libc.read(r, buf, 16)  # plain read(2) from C: no PEP 475 retry around it
+        return (n, ctypes.get_errno() if n < 0 else 0, buf.raw[: max(n, 0)])
+
+    timed("C read", 0.5, read)
+
+
+threads = [threading.Thread(target=f, name=f.__name__) for f in
+           (sleep, select_timeout, recv_timeout, recv_data, subprocess_wait, lock_timeout,
+            lock_released, c_read)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for k in sorted(results):
+    print(k, results[k])
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
