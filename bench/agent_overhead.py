@@ -3,6 +3,8 @@
 
   bench/agent_overhead.py [--python PY] [--rounds N] [--lib build/release/lib/libpyagent.so]
   bench/agent_overhead.py --handler-per-version     (handler cost at depth 30, every interpreter)
+  bench/agent_overhead.py --peers [--rounds N]       (1 kHz, 10 kHz, native; CPython 3.15's
+                                                      profiling.sampling and Austin, same run)
 
 1. Overhead: each workload runs N rounds; each round runs it without the agent, with it at
    100 Hz and at 250 Hz, in that order (alternating, so drift hits all three alike). The cost
@@ -95,6 +97,50 @@ def handler_cost(py, lib, depths, runs, tmp, seconds=3.0):
     return rows
 
 
+SID = os.path.expanduser("~/.cache/pyagent/sid/root/usr/bin")
+PEER_WORKLOADS = ["fib", "deep", "objects"]
+
+
+def peers(lib, rounds, tmp):
+    """Ratios of total CPU (the profiler's own process included) against the same
+    interpreter without profiling, all configurations alternating within each round."""
+    setups = []
+    py15, py13 = os.path.join(SID, "python3.15"), os.path.join(SID, "python3.13")
+    austin = os.path.join(SID, "austin")
+    if os.path.exists(py15):
+        out = os.path.join(tmp, "tachyon.txt")
+        setups.append((py15, [
+            ("pyagent 1 kHz", lambda prog: [py15, prog], {"PYAGENT_RATE": "1000"}),
+            ("pyagent 10 kHz", lambda prog: [py15, prog], {"PYAGENT_RATE": "10000"}),
+            ("pyagent 250 Hz + native", lambda prog: [py15, prog], {"PYAGENT_RATE": "250", "PYAGENT_NATIVE": "1"}),
+            ("profiling.sampling 1 kHz", lambda prog: [py15, "-m", "profiling.sampling", "run", "-r", "1khz", "--mode", "cpu", "--collapsed", "-o", out, prog], None),
+            ("profiling.sampling 10 kHz", lambda prog: [py15, "-m", "profiling.sampling", "run", "-r", "10khz", "--mode", "cpu", "--collapsed", "-o", out, prog], None),
+        ]))
+    if os.path.exists(py13) and os.path.exists(austin):
+        out = os.path.join(tmp, "austin.txt")
+        setups.append((py13, [
+            ("pyagent 1 kHz", lambda prog: [py13, prog], {"PYAGENT_RATE": "1000"}),
+            ("pyagent 10 kHz", lambda prog: [py13, prog], {"PYAGENT_RATE": "10000"}),
+            ("austin 1 kHz", lambda prog: [austin, "-s", "-i", "1000", "-o", out, py13, prog], None),
+            ("austin 10 kHz", lambda prog: [austin, "-s", "-i", "100", "-o", out, py13, prog], None),
+        ]))
+    rows = []
+    for py, configs in setups:
+        for w in PEER_WORKLOADS:
+            prog = os.path.join(HERE, "workloads", w + ".py")
+            ratios = {name: [] for name, _, _ in configs}
+            for _ in range(rounds):
+                b = run_cpu([py, prog], base_env(tmp))
+                for name, argv, env in configs:
+                    e = agent_env(tmp, lib, env["PYAGENT_RATE"], env) if env else base_env(tmp)
+                    ratios[name].append(run_cpu(argv(prog), e) / b)
+                    read_header(tmp)
+            for name, _, _ in configs:
+                rows.append({"python": os.path.basename(py), "workload": w, "profiler": name,
+                             "ratio": statistics.median(ratios[name])})
+    return rows
+
+
 def floor_ns():
     exe = os.path.join(ROOT, "build", "release", "bin", "signal_floor")
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
@@ -117,6 +163,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--handler-runs", type=int, default=5)
     ap.add_argument("--handler-per-version", action="store_true")
+    ap.add_argument("--peers", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not os.path.exists(a.python):
@@ -124,7 +171,19 @@ def main():
     lib = os.path.abspath(a.lib)
     tmp = tempfile.mkdtemp(prefix="pyagent-bench-")
     result = {}
-    if a.handler_per_version:
+    if a.peers:
+        result["peers"] = peers(lib, a.rounds, tmp)
+        print("| interpreter | profiler | " + " | ".join(PEER_WORKLOADS) + " | median |")
+        print("|---|---|" + "---|" * (len(PEER_WORKLOADS) + 1))
+        keys = []
+        for r in result["peers"]:
+            if (r["python"], r["profiler"]) not in keys:
+                keys.append((r["python"], r["profiler"]))
+        for py, prof in keys:
+            vals = [r["ratio"] for r in result["peers"] if (r["python"], r["profiler"]) == (py, prof)]
+            print("| %s | %s | %s | %+.1f%% |" % (py, prof, " | ".join("%+.1f%%" % ((v - 1) * 100) for v in vals),
+                                                 (statistics.median(vals) - 1) * 100))
+    elif a.handler_per_version:
         print("| interpreter | handler p50 at depth 30 | p99 |")
         print("|---|---|---|")
         result["per_version"] = []
