@@ -145,17 +145,7 @@ int pa_names_start(void) {
         pa_log(PA_LOG_DEBUG, "the Python thread API is missing; threads keep their OS names");
         return -1;
     }
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int r = pa_real_pthread_create(&t, &attr, namer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (r != 0)
+    if (pa_spawn_agent_thread(namer_main) != 0)
         return -1;
     started = 1;
     pa_names_wake();

@@ -14,4 +14,9 @@ int pa_real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)
                            void *arg);
 __attribute__((noreturn)) void pa_real_exit(int status);
 
+/* Starts one of the agent's own (detached) threads with every signal blocked: a signal meant
+ * for the program must reach the program's threads, as without us. Returns pthread_create's
+ * result. */
+int pa_spawn_agent_thread(void *(*fn)(void *));
+
 #endif

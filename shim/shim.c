@@ -173,21 +173,23 @@ out:
     return NULL;
 }
 
-static int start_agent_thread(void) {
+int pa_spawn_agent_thread(void *(*fn)(void *)) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* Our threads take no signal: a process-directed signal must reach the program's own
-     * threads, as without us. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    ctl_stop = ctl_done = 0;
-    int r = pa_real_pthread_create(&t, &attr, agent_main, NULL);
+    int r = pa_real_pthread_create(&t, &attr, fn, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     return r;
+}
+
+static int start_agent_thread(void) {
+    ctl_stop = ctl_done = 0;
+    return pa_spawn_agent_thread(agent_main);
 }
 
 /* Stops sampling, waits (bounded) for the agent thread, writes the final profile. */

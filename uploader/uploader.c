@@ -89,30 +89,19 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = pa_symbols_lookup(pa_native_ip(f), buf, sizeof buf);
         return pa_profile_intern(pending, buf, n > 0 ? (size_t)n : 0);
     }
-    switch (f->id) {
-    case PA_SYN_UNKNOWN:
-        n = snprintf(buf, sizeof buf, "<unknown>");
-        break;
-    case PA_SYN_TRUNCATED:
-        n = snprintf(buf, sizeof buf, "<truncated>");
-        break;
-    case PA_SYN_NO_PYTHON:
-        n = snprintf(buf, sizeof buf, "<no Python frames>");
-        break;
-    case PA_SYN_IDLE:
-        n = snprintf(buf, sizeof buf, "<idle>");
-        break;
-    case PA_SYN_GIL_WAIT:
-        n = snprintf(buf, sizeof buf, "<waiting for the GIL>");
-        break;
-    default:
-        if (f->line > 0)
-            n = snprintf(buf, sizeof buf, "%s (%s:%d)", pa_code_qualname(f->id),
-                         pa_code_filename(f->id), f->line);
-        else
-            n = snprintf(buf, sizeof buf, "%s (%s)", pa_code_qualname(f->id),
-                         pa_code_filename(f->id));
-    }
+    static const char *const synthetic[PA_SYN_FIRST_CODE] = {
+        [PA_SYN_UNKNOWN] = "<unknown>",
+        [PA_SYN_TRUNCATED] = "<truncated>",
+        [PA_SYN_NO_PYTHON] = "<no Python frames>",
+        [PA_SYN_IDLE] = "<idle>",
+        [PA_SYN_GIL_WAIT] = "<waiting for the GIL>"};
+    if (f->id < PA_SYN_FIRST_CODE)
+        n = snprintf(buf, sizeof buf, "%s", synthetic[f->id] ? synthetic[f->id] : "<unknown>");
+    else if (f->line > 0)
+        n = snprintf(buf, sizeof buf, "%s (%s:%d)", pa_code_qualname(f->id),
+                     pa_code_filename(f->id), f->line);
+    else
+        n = snprintf(buf, sizeof buf, "%s (%s)", pa_code_qualname(f->id), pa_code_filename(f->id));
     if (n < 0)
         n = 0;
     if ((size_t)n >= sizeof buf)
