@@ -321,10 +321,11 @@ void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_param
         /* Pin the range so every page of this heatmap shows the same data. */
         const char *query = pa_coll_param(q, "query");
         int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
-        struct pa_coll_selector sel;
-        if (!status)
+        if (!status) {
+            struct pa_coll_selector sel;
             status = pa_coll_selector_parse(&sel, query, msg, sizeof msg);
-        pa_coll_selector_free(&sel);
+            pa_coll_selector_free(&sel);
+        }
         if (status) {
             pa_coll_respond_text(r, status, "%s", msg);
             return;
