@@ -94,6 +94,7 @@ class Hostile(unittest.TestCase):
         self.refused(400, self.c.get("/render?query=a%20b.cpu"))
         self.refused(400, self.c.get("/render?query=a.cpu%7Bk%3D~%22(%22%7D"))
         self.refused(400, self.c.get("/render?query=a.cpu&from=never"))
+        self.refused(400, self.c.get("/heatmap?query=a.cpu&from=never"))
         self.refused(404, self.c.get("/heatmap/1/2/a.cpu/../../etc/passwd"))
 
 
