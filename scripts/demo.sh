@@ -49,12 +49,15 @@ echo "flamegraph (SVG):   $PWD/$out/flamegraph.svg"
 echo "source heatmap:     $PWD/$out/heatmap/index.html"
 base="http://127.0.0.1:$port"
 range="from=$((start - 60))&until=now"
-urls=("$base/" "$base/render?query=shop.cpu%7Benv%3Ddemo%7D&$range&format=html"
-  "$base/render?query=shop.cpu&$range&format=folded" "$base/heatmap?query=shop.cpu&$range")
+mid=$(((start + $(date +%s)) / 2))
+urls=("$base/?app=shop.cpu" "$base/render?query=shop.cpu%7Benv%3Ddemo%7D&$range&format=html"
+  "$base/render?query=shop.cpu&$range&format=folded" "$base/heatmap?query=shop.cpu&$range"
+  "$base/diff?query=shop.cpu&leftFrom=$start&leftUntil=$mid&rightFrom=$mid&rightUntil=now")
 echo "collector:          ${urls[0]}"
 echo "  flamegraph:       ${urls[1]}"
 echo "  folded:           ${urls[2]}"
 echo "  heatmap:          ${urls[3]}"
+echo "  diff (2nd half against 1st): ${urls[4]}"
 
 if [ "${PYAGENT_DEMO_STOP:-0}" = 1 ]; then
   # Used by the test suite: every report must be served, and the collector must hold

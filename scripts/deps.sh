@@ -6,7 +6,7 @@ set -euo pipefail
 build_pkgs="build-essential cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
   libunwind-dev libmicrohttpd-dev libsqlite3-dev patchelf curl"
 test_pkgs="libcmocka-dev clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
-  npm hyperfine procps file binutils ca-certificates openssl"
+  npm hyperfine procps file binutils ca-certificates openssl wrk"
 
 want="$build_pkgs"
 [ "${1:-}" = "--test" ] && want="$build_pkgs $test_pkgs"
