@@ -272,6 +272,28 @@ def test_gil_mode(ctx):
     check(p.total(lambda fr: "<no Python frames>" in fr) == 0, "non-Python samples in GIL mode")
 
 
+def test_every_mode_with_fork_and_threads(ctx):
+    """Each mode (wall, GIL, native, 1 kHz perf events): threads and fork behave as without
+    the agent, and every Python process leaves its own profile in that mode."""
+    modes = [("wall", {"PYAGENT_MODE": "wall"}), ("gil", {"PYAGENT_MODE": "gil"}),
+             ("native", {"PYAGENT_NATIVE": "1"}), ("1 kHz", {"PYAGENT_RATE": "1000"})]
+    for name, env in modes:
+        r = ctx.same_as_without(["forkthreads.py", "pids.txt"], env=env)
+        check("fork child status 3" in r.out and "mp result 49" in r.out, "%s: %r" % (name, r.out))
+        pids = {int(x) for x in open(os.path.join(r.cwd, "pids.txt")).read().split()}
+        profs = r.profiles()
+        check(set(profs) == pids, "%s: profiles for %s, processes %s" % (name, sorted(profs), sorted(pids)))
+        want_mode = env.get("PYAGENT_MODE", "cpu")
+        for pid, prof in profs.items():
+            check(prof.meta.get("mode") == want_mode, "%s: profile of %d says mode=%s" % (name, pid, prof.meta.get("mode")))
+        check(any(t.startswith("thread:team-") for t in profs[pids_first(r)].threads()),
+              "%s: the team threads were not sampled: %r" % (name, profs[pids_first(r)].threads()))
+
+
+def pids_first(run):
+    return int(open(os.path.join(run.cwd, "pids.txt")).read().split()[0])
+
+
 def test_rates_beyond_the_tick(ctx):
     """PYAGENT_RATE=1000 and 10000 deliver within 5% per CPU-second where perf events are
     allowed (the header says which timer ran)."""
