@@ -26,6 +26,10 @@ struct code_entry {
      * object. */
     uintptr_t filename_obj, name_obj, linetable_obj;
     uint32_t qualname_off, filename_off; /* into the arena */
+    /* The last (offset, line) decoded for this code object, packed so that one atomic load
+     * reads a consistent pair: a caller's frame sits at the same call site sample after
+     * sample, and decoding a 3.11+ location table from its start costs far more. */
+    _Atomic uint64_t last_line;
 };
 
 static struct code_entry *slots;
@@ -265,6 +269,19 @@ static int line_locations(uintptr_t tab, long size, int line, long target_units)
         addr += len;
     }
     return -1;
+}
+
+int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code,
+                        long offset_bytes) {
+    struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
+    /* offset + 1 so that a zero word means "nothing cached yet". */
+    uint64_t key = (uint64_t)(uint32_t)(offset_bytes + 1) << 32;
+    uint64_t last = atomic_load_explicit(&e->last_line, memory_order_relaxed);
+    if ((last & 0xffffffff00000000ULL) == key)
+        return (int32_t)(uint32_t)last;
+    int line = pa_code_line(py, code, offset_bytes);
+    atomic_store_explicit(&e->last_line, key | (uint32_t)line, memory_order_relaxed);
+    return line;
 }
 
 int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes) {

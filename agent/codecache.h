@@ -38,6 +38,10 @@ const char *pa_code_filename(uint32_t id);
  * the bytecode) of a live code object, or -1 when the table says "no line". Under the guard. */
 int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes);
 
+/* The same through the entry of a code-cache id (valid id for that code object): remembers
+ * the last offset decoded, which is where a caller's frame stays while its callee runs. */
+int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code, long offset_bytes);
+
 extern unsigned long pa_code_cache_full;
 
 #endif

@@ -245,7 +245,7 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
         if (r > 0) {
             uint32_t id = pa_code_lookup(py, code);
             out[depth].id = id;
-            out[depth].line = id == PA_SYN_UNKNOWN ? 0 : pa_code_line(py, code, offset);
+            out[depth].line = id == PA_SYN_UNKNOWN ? 0 : pa_code_line_cached(py, id, code, offset);
             if (id == PA_SYN_UNKNOWN)
                 counts->unreadable++;
             depth++;
