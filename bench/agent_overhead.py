@@ -62,20 +62,29 @@ def read_header(tmp):
     return {}
 
 
+def calibrate(py, prog, tmp, seconds):
+    """The repeat count (the workload's argv[1]) that makes it last about `seconds` of CPU,
+    so that start-up costs do not stand in for the cost of sampling."""
+    once = run_cpu([py, prog, "1"], base_env(tmp))
+    return str(max(1, round(seconds / max(once, 1e-3))))
+
+
 def overhead(py, lib, rounds, tmp):
     rows = []
     for w in WORKLOADS:
         prog = os.path.join(HERE, "workloads", w + ".py")
+        reps = calibrate(py, prog, tmp, 3.0)
         ratios = {100: [], 250: []}
         bases = []
         for _ in range(rounds):
-            b = run_cpu([py, prog], base_env(tmp))
+            b = run_cpu([py, prog, reps], base_env(tmp))
             bases.append(b)
             for rate in (100, 250):
-                ratios[rate].append(run_cpu([py, prog], agent_env(tmp, lib, rate)) / b)
+                ratios[rate].append(run_cpu([py, prog, reps], agent_env(tmp, lib, rate)) / b)
                 read_header(tmp)
         rows.append({
             "workload": w,
+            "repeats": int(reps),
             "base_cpu_s": statistics.median(bases),
             "ratio_100": statistics.median(ratios[100]),
             "ratio_250": statistics.median(ratios[250]),
@@ -128,12 +137,13 @@ def peers(lib, rounds, tmp):
     for py, configs in setups:
         for w in PEER_WORKLOADS:
             prog = os.path.join(HERE, "workloads", w + ".py")
+            reps = calibrate(py, prog, tmp, 3.0)
             ratios = {name: [] for name, _, _ in configs}
             for _ in range(rounds):
-                b = run_cpu([py, prog], base_env(tmp))
+                b = run_cpu([py, prog, reps], base_env(tmp))
                 for name, argv, env in configs:
                     e = agent_env(tmp, lib, env["PYAGENT_RATE"], env) if env else base_env(tmp)
-                    ratios[name].append(run_cpu(argv(prog), e) / b)
+                    ratios[name].append(run_cpu(argv(prog) + [reps], e) / b)
                     read_header(tmp)
             for name, _, _ in configs:
                 rows.append({"python": os.path.basename(py), "workload": w, "profiler": name,
