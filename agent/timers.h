@@ -23,6 +23,7 @@ struct pa_timer {
     int kind;
     timer_t timer;
     int fd;
+    void *ring; /* perf: the event's read-only ring buffer, or NULL (refresh mode) */
 };
 
 /* Normal context: arms a timer of the wanted kind for thread tid at rate per second (auto:
