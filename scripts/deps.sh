@@ -13,6 +13,12 @@ want="$build_pkgs"
 
 missing=""
 for p in $want; do
+  # Node.js may come from elsewhere than Debian (nodesource bundles npm, and Debian's npm
+  # package then conflicts with it): working commands are enough.
+  case "$p" in
+    nodejs) command -v node >/dev/null && continue ;;
+    npm) command -v npm >/dev/null && continue ;;
+  esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
