@@ -50,8 +50,8 @@ static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static __sighandler_t (*real_signal)(int, __sighandler_t);
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-static void (*real__exit)(int) __attribute__((noreturn));
-static void (*real__Exit)(int) __attribute__((noreturn));
+static void (*real__exit)(int);
+static void (*real__Exit)(int);
 
 static void *next_sym(const char *name) {
     return dlsym(RTLD_NEXT, name);
@@ -74,6 +74,7 @@ void pa_real_exit(int status) {
     if (!real__exit)
         *(void **)&real__exit = next_sym("_exit");
     real__exit(status);
+    __builtin_unreachable(); /* the C library's _exit does not return */
 }
 
 /* ---- the agent thread ---------------------------------------------------------------------- */
@@ -345,4 +346,5 @@ PA_EXPORT void _Exit(int status) {
     if (!real__Exit)
         *(void **)&real__Exit = next_sym("_Exit");
     real__Exit(status);
+    __builtin_unreachable();
 }
