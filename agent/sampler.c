@@ -260,6 +260,18 @@ static void forward_to_app(int sig, siginfo_t *si, void *uc) {
     }
 }
 
+/* Native mode: the C stack spliced with the Python frames, back into frames[]. A function of
+ * its own (never inlined) so that its buffers take stack space only when native frames are
+ * on: the handler runs on whatever thread was interrupted, small stacks included. */
+static __attribute__((noinline)) int splice_native(void *uc, struct pa_frame *frames, int depth) {
+    struct pa_frame mixed[MAX_DEPTH_LIMIT];
+    uintptr_t ips[PA_NATIVE_MAX_FRAMES];
+    int nips = pa_native_backtrace(uc, ips, PA_NATIVE_MAX_FRAMES);
+    int n = pa_native_interleave(ips, nips, frames, depth, mixed, (int)cfg.max_depth);
+    memcpy(frames, mixed, (size_t)n * sizeof *frames);
+    return n;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     int saved_errno = errno;
     if (!pa_timer_is_ours(si)) {
@@ -292,16 +304,10 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     uint64_t weight = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
     if (weight > 1000)
         weight = 1000;
-    struct pa_frame mixed[MAX_DEPTH_LIMIT];
-    const struct pa_frame *stack = frames;
-    if (cfg.native) {
-        uintptr_t ips[PA_NATIVE_MAX_FRAMES];
-        int nips = pa_native_backtrace(uc, ips, PA_NATIVE_MAX_FRAMES);
-        depth = pa_native_interleave(ips, nips, frames, depth, mixed, (int)cfg.max_depth);
-        stack = mixed;
-    }
+    if (cfg.native)
+        depth = splice_native(uc, frames, depth);
     struct pa_table *t = pa_tables_enter(&tables);
-    pa_table_add(t, tls_serial, stack, (uint32_t)depth, weight);
+    pa_table_add(t, tls_serial, frames, (uint32_t)depth, weight);
     pa_tables_leave(t);
     if (counts.unreadable)
         atomic_fetch_add_explicit(&n_unreadable, counts.unreadable, memory_order_relaxed);
