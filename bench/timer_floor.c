@@ -40,11 +40,12 @@ static double thread_cpu(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static volatile long sink;
+
 static double spin(long n) {
     double t0 = thread_cpu();
-    volatile long x = 0;
     for (long i = 0; i < n; i++)
-        x += i;
+        sink += i;
     return thread_cpu() - t0;
 }
 

@@ -98,8 +98,8 @@ class Context:
         with_agent = self.run(argv, agent=True, env=env, **kw)
         without = self.run(argv, agent=False, **kw)
         check(with_agent.rc == without.rc,
-              "exit status %d with the agent, %d without\nstderr: %s"
-              % (with_agent.rc, without.rc, with_agent.err[-2000:]))
+              "exit status %d with the agent, %d without\nstderr with: %s\nstderr without: %s"
+              % (with_agent.rc, without.rc, with_agent.err[-2000:], without.err[-2000:]))
         check(with_agent.out == without.out,
               "stdout differs with the agent:\n--- with\n%s--- without\n%s" % (with_agent.out, without.out))
         return with_agent
