@@ -397,8 +397,10 @@ static int post(const char *query, const char *body, size_t len, double deadline
     long total_ms = (long)cfg.upload_timeout_ms, connect_ms = (long)cfg.connect_timeout_ms;
     if (deadline > 0) {
         long left = (long)((deadline - mono()) * 1000);
-        if (left < 1)
+        if (left < 1) {
+            pa_log(PA_LOG_DEBUG, "no time left to upload before exit");
             return -1;
+        }
         if (total_ms > left)
             total_ms = left;
         if (connect_ms > left)
@@ -488,9 +490,12 @@ void pa_send_flush(double deadline, int respect_backoff) {
     size_t n;
     uint64_t bytes;
     char **names = list_spool(&n, &bytes);
+    pa_log(PA_LOG_DEBUG, "sending %zu spooled profile(s)%s", n, respect_backoff ? "" : " (final)");
     for (size_t i = 0; i < n; i++) {
-        if (deadline > 0 && mono() >= deadline)
+        if (deadline > 0 && mono() >= deadline) {
+            pa_log(PA_LOG_DEBUG, "exit deadline reached; %zu profile(s) stay in the spool", n - i);
             break;
+        }
         char path[1400], claimed[1500], query[4200];
         snprintf(path, sizeof path, "%s/%s", spool_dir, names[i]);
         snprintf(claimed, sizeof claimed, "%s.sending-%d", path, (int)getpid());
@@ -517,6 +522,14 @@ void pa_send_flush(double deadline, int respect_backoff) {
         rename(claimed, path);
         stats.failed_attempts++;
         failures++;
+        /* At exit there is no later: use the time that is left to try again (a server that
+         * resets or restarts is often back within a second), then leave the rest spooled. */
+        if (!respect_backoff && deadline > 0 && deadline - mono() > 0.3) {
+            struct timespec pause = {0, 200 * 1000000L};
+            nanosleep(&pause, NULL);
+            i--;
+            continue;
+        }
         /* Exponential backoff with jitter: 1 s, 2 s, 4 s ... at most 60 s, +-50%. */
         double wait = failures >= 7 ? 60.0 : (double)(1u << (failures - 1));
         if (wait > 60)

@@ -191,9 +191,12 @@ def test_server_answering_5xx_then_ok(ctx):
 
 
 def test_connection_resets(ctx):
-    srv, cwd, rc, out, err, _ = run_against(ctx, "reset:3", seconds="6")
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reset:3", seconds="6", extra={"PYAGENT_LOG": "debug"})
     check(rc == 0, err)
-    same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "after resets")
+    try:
+        same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "after resets")
+    except Failure as e:
+        raise Failure("%s\nserver saw %d requests; agent said:\n%s" % (e, srv.requests, err[-3000:]))
 
 
 def test_slow_server_bounds_exit(ctx):
