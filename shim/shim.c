@@ -119,11 +119,19 @@ static void *agent_main(void *arg) {
     for (long wait = 5; !pa_py_initialized(); wait = wait < 1000 ? wait * 2 : 1000)
         if (ctl_wait(wait))
             goto out;
+    /* The interpreter may be mid-way through re-initializing itself: after a fork its main
+     * thread deletes and re-creates the GIL-state TSS key and the thread list right after
+     * fork() returns, while this thread already runs. Only a layout that stays wrong for a
+     * second is a verdict. */
     char err[256];
-    if (pa_py_verify(&py, err, sizeof err) != 0) {
-        pa_log(PA_LOG_ERROR, "%s; not profiling", err);
-        atomic_store(&active, 0);
-        goto out;
+    for (int tries = 0; pa_py_verify(&py, err, sizeof err) != 0; tries++) {
+        if (tries == 50) {
+            pa_log(PA_LOG_ERROR, "%s; not profiling", err);
+            atomic_store(&active, 0);
+            goto out;
+        }
+        if (ctl_wait(20))
+            goto out;
     }
     if (cfg.native) {
         /* Normal context, before the first signal: find the loader's lock and the

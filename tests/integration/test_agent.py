@@ -279,11 +279,12 @@ def test_every_mode_with_fork_and_threads(ctx):
     modes = [("wall", {"PYAGENT_MODE": "wall"}), ("gil", {"PYAGENT_MODE": "gil"}),
              ("native", {"PYAGENT_NATIVE": "1"}), ("1 kHz", {"PYAGENT_RATE": "1000"})]
     for name, env in modes:
-        r = ctx.same_as_without(["forkthreads.py", "pids.txt"], env=env)
+        r = ctx.same_as_without(["forkthreads.py", "pids.txt"], env=dict(env, PYAGENT_LOG="info"))
         check("fork child status 3" in r.out and "mp result 49" in r.out, "%s: %r" % (name, r.out))
         pids = {int(x) for x in open(os.path.join(r.cwd, "pids.txt")).read().split()}
         profs = r.profiles()
-        check(set(profs) == pids, "%s: profiles for %s, processes %s" % (name, sorted(profs), sorted(pids)))
+        check(set(profs) == pids, "%s: profiles for %s, processes %s\nstderr: %s"
+              % (name, sorted(profs), sorted(pids), r.err[-3000:]))
         want_mode = env.get("PYAGENT_MODE", "cpu")
         for pid, prof in profs.items():
             check(prof.meta.get("mode") == want_mode, "%s: profile of %d says mode=%s" % (name, pid, prof.meta.get("mode")))
