@@ -11,35 +11,6 @@
 #include "query.h"
 #include "units.h"
 
-struct series_vec {
-    struct pa_coll_series_info *v;
-    size_t n, cap;
-};
-
-static int keep(void *ctx, const struct pa_coll_series_info *s) {
-    struct series_vec *l = ctx;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 16;
-        void *v = realloc(l->v, l->cap * sizeof *l->v);
-        if (v == NULL)
-            return -1;
-        l->v = v;
-    }
-    l->v[l->n] = *s;
-    l->v[l->n].app = strdup(s->app);
-    l->v[l->n].labels = strdup(s->labels);
-    l->n++;
-    return 0;
-}
-
-static void drop(struct series_vec *l) {
-    for (size_t i = 0; i < l->n; i++) {
-        free((char *)l->v[i].app);
-        free((char *)l->v[i].labels);
-    }
-    free(l->v);
-}
-
 static void html(pa_buf *b, const char *s) {
     pa_buf_html_str(b, s, strlen(s));
 }
@@ -195,16 +166,16 @@ static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info 
 
 static void app_page(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                      const char *app, pa_buf *b) {
-    struct series_vec l = {0};
+    struct pa_coll_series_list l = {0};
     char msg[256];
-    pa_coll_store_series(st, app, keep, &l, msg, sizeof msg);
+    pa_coll_store_series(st, app, pa_coll_series_collect, &l, msg, sizeof msg);
     head(b, app);
     pa_buf_puts(b, "<p><a href=\"/\">all applications</a></p><h1>");
     html(b, app);
     pa_buf_puts(b, "</h1>");
     if (l.n == 0) {
         pa_buf_puts(b, "<p>No profiles stored for this application.</p></body></html>");
-        drop(&l);
+        pa_coll_series_list_free(&l);
         return;
     }
     int64_t from, until;
@@ -251,7 +222,7 @@ static void app_page(struct pa_coll_store *st, const struct pa_coll_params *q, i
     }
     pa_buf_puts(b, "</table></body></html>");
     pa_buf_free(&all);
-    drop(&l);
+    pa_coll_series_list_free(&l);
 }
 
 void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
@@ -263,12 +234,12 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
         app_page(st, q, now, app, &r->body);
         return;
     }
-    struct series_vec l = {0};
+    struct pa_coll_series_list l = {0};
     char msg[256];
     pa_buf *b = &r->body;
     head(b, "pyagent-collector");
     pa_buf_puts(b, "<h1>pyagent-collector</h1>");
-    if (pa_coll_store_series(st, NULL, keep, &l, msg, sizeof msg) != 0) {
+    if (pa_coll_store_series(st, NULL, pa_coll_series_collect, &l, msg, sizeof msg) != 0) {
         pa_buf_puts(b, "<p>database error: ");
         html(b, msg);
         pa_buf_puts(b, "</p>");
@@ -309,5 +280,5 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
     pa_buf_puts(b, "<p>API: <a href=\"/api/apps\">/api/apps</a> &middot; "
                    "<code>/render?query=APP.cpu{k=v}&amp;from=now-1h&amp;until=now"
                    "&amp;format=html|folded|json</code></p></body></html>");
-    drop(&l);
+    pa_coll_series_list_free(&l);
 }

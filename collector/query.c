@@ -12,14 +12,8 @@
 #include "report.h"
 #include "units.h"
 
-struct series_list {
-    struct pa_coll_series_info *v;
-    size_t n, cap;
-    const struct pa_coll_selector *sel; /* NULL: all */
-};
-
-static int collect_series(void *ctx, const struct pa_coll_series_info *s) {
-    struct series_list *l = ctx;
+int pa_coll_series_collect(void *ctx, const struct pa_coll_series_info *s) {
+    struct pa_coll_series_list *l = ctx;
     if (l->sel && !pa_coll_selector_matches(l->sel, s->labels))
         return 0;
     if (l->n == l->cap) {
@@ -36,7 +30,7 @@ static int collect_series(void *ctx, const struct pa_coll_series_info *s) {
     return 0;
 }
 
-static void free_series(struct series_list *l) {
+void pa_coll_series_list_free(struct pa_coll_series_list *l) {
     for (size_t i = 0; i < l->n; i++) {
         free((char *)l->v[i].app);
         free((char *)l->v[i].labels);
@@ -97,10 +91,10 @@ int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t f
         pa_coll_selector_free(&sel);
         return status;
     }
-    struct series_list l = {.sel = &sel};
-    if (pa_coll_store_series(st, sel.app, collect_series, &l, msg, msglen) != 0) {
+    struct pa_coll_series_list l = {.sel = &sel};
+    if (pa_coll_store_series(st, sel.app, pa_coll_series_collect, &l, msg, msglen) != 0) {
         pa_coll_selector_free(&sel);
-        free_series(&l);
+        pa_coll_series_list_free(&l);
         return 500;
     }
     struct merge_ctx m = {.p = pa_profile_new(), .msg = msg, .msglen = msglen};
@@ -108,7 +102,7 @@ int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t f
         if (pa_coll_store_scan(st, &l.v[i], from, until, merge_row, &m, msg, msglen) != 0)
             status = 500;
     pa_coll_selector_free(&sel);
-    free_series(&l);
+    pa_coll_series_list_free(&l);
     if (status) {
         pa_profile_free(m.p);
         return status;
@@ -153,10 +147,10 @@ void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *
                          struct pa_coll_response *r) {
     (void)now;
     char msg[512];
-    struct series_list l = {0};
-    if (pa_coll_store_series(st, pa_coll_param(q, "app"), collect_series, &l, msg, sizeof msg) !=
-        0) {
-        free_series(&l);
+    struct pa_coll_series_list l = {0};
+    if (pa_coll_store_series(st, pa_coll_param(q, "app"), pa_coll_series_collect, &l, msg,
+                             sizeof msg) != 0) {
+        pa_coll_series_list_free(&l);
         pa_coll_respond_text(r, 500, "%s", msg);
         return;
     }
@@ -193,7 +187,7 @@ void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *
         i = j;
     }
     pa_buf_puts(b, "]}\n");
-    free_series(&l);
+    pa_coll_series_list_free(&l);
 }
 
 static const char *param_or(const struct pa_coll_params *q, const char *key, const char *dflt) {

@@ -28,4 +28,14 @@ void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_param
 void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                           struct pa_coll_response *r);
 
+/* Series gathered from pa_coll_store_series (pass pa_coll_series_collect and the list), kept
+ * when they match sel (NULL: all). Strings are copies; pa_coll_series_list_free releases them. */
+struct pa_coll_series_list {
+    struct pa_coll_series_info *v;
+    size_t n, cap;
+    const struct pa_coll_selector *sel;
+};
+int pa_coll_series_collect(void *ctx, const struct pa_coll_series_info *s);
+void pa_coll_series_list_free(struct pa_coll_series_list *l);
+
 #endif
