@@ -15,18 +15,6 @@ static void html(pa_buf *b, const char *s) {
     pa_buf_html_str(b, s, strlen(s));
 }
 
-/* Percent-encodes everything but unreserved characters (RFC 3986). */
-static void url_component(pa_buf *b, const char *s) {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~')
-            pa_buf_append(b, s, 1);
-        else
-            pa_buf_printf(b, "%%%02X", c);
-    }
-}
-
 /* The selector for one series: APP{k="v",...}, quoted so any value round-trips. */
 static void selector_of(pa_buf *b, const char *app, const char *labels) {
     pa_buf_puts(b, app);
@@ -59,14 +47,14 @@ static void link(pa_buf *b, const char *path, const char *query, const char *fro
     pa_buf u = {0};
     pa_buf_puts(&u, path);
     pa_buf_puts(&u, "?query=");
-    url_component(&u, query);
+    pa_coll_url_component(&u, query);
     if (from) {
         pa_buf_puts(&u, "&from=");
-        url_component(&u, from);
+        pa_coll_url_component(&u, from);
     }
     if (until) {
         pa_buf_puts(&u, "&until=");
-        url_component(&u, until);
+        pa_coll_url_component(&u, until);
     }
     if (extra)
         pa_buf_puts(&u, extra);
@@ -151,7 +139,7 @@ static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info 
         snprintf(u, sizeof u, "%" PRId64, from + (i + 1) * step);
         pa_buf u8 = {0};
         pa_buf_puts(&u8, "/render?query=");
-        url_component(&u8, sel);
+        pa_coll_url_component(&u8, sel);
         pa_buf_printf(&u8, "&from=%s&until=%s", f, u);
         pa_buf_puts(b, "<a href=\"");
         pa_buf_html_str(b, u8.data, u8.len);
@@ -194,7 +182,7 @@ static void app_page(struct pa_coll_store *st, const struct pa_coll_params *q, i
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
         pa_buf h = {0};
         pa_buf_puts(&h, "/?app=");
-        url_component(&h, app);
+        pa_coll_url_component(&h, app);
         pa_buf_printf(&h, "&from=%s", r[i][0]);
         pa_buf_puts(b, " <a href=\"");
         pa_buf_html_str(b, h.data, h.len);
@@ -260,7 +248,7 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
             }
             pa_buf h = {0};
             pa_buf_puts(&h, "/?app=");
-            url_component(&h, l.v[i].app);
+            pa_coll_url_component(&h, l.v[i].app);
             pa_buf_puts(b, "<tr><td><a href=\"");
             pa_buf_html_str(b, h.data, h.len);
             pa_buf_puts(b, "\">");

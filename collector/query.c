@@ -296,7 +296,7 @@ void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *
     pa_profile_free(right);
 }
 
-static void url_component(pa_buf *b, const char *s) {
+void pa_coll_url_component(pa_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -326,7 +326,7 @@ void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_param
         }
         pa_buf loc = {0};
         pa_buf_printf(&loc, "/heatmap/%" PRId64 "/%" PRId64 "/", from, until);
-        url_component(&loc, query);
+        pa_coll_url_component(&loc, query);
         pa_buf_puts(&loc, "/index.html");
         pa_coll_respond_text(r, 302, "see %s", loc.data);
         r->location = loc.data;

@@ -35,6 +35,9 @@ struct pa_coll_series_list {
     size_t n, cap;
     const struct pa_coll_selector *sel;
 };
+/* Appends s percent-encoded: everything but RFC 3986's unreserved characters. */
+void pa_coll_url_component(pa_buf *b, const char *s);
+
 int pa_coll_series_collect(void *ctx, const struct pa_coll_series_info *s);
 void pa_coll_series_list_free(struct pa_coll_series_list *l);
 
