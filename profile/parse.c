@@ -349,20 +349,25 @@ static int looks_like_pprof(const unsigned char *s, size_t len) {
     return 0;
 }
 
+/* Enough bytes are held to tell pprof from text: decide, and hand held text to its parser. */
+static void decide_mode(pa_parser *ps) {
+    ps->mode = looks_like_pprof((const unsigned char *)ps->pending.data, ps->pending.len)
+                   ? MODE_PPROF
+                   : MODE_TEXT;
+    if (ps->mode == MODE_TEXT) {
+        pa_buf held = ps->pending;
+        memset(&ps->pending, 0, sizeof ps->pending);
+        text_feed(ps, held.data, held.len);
+        pa_buf_free(&held);
+    }
+}
+
 static void plain_feed(pa_parser *ps, const char *data, size_t len) {
     if (ps->mode == MODE_SNIFF) {
         pa_buf_append(&ps->pending, data, len);
         if (ps->pending.len < 16)
             return;
-        ps->mode = looks_like_pprof((const unsigned char *)ps->pending.data, ps->pending.len)
-                       ? MODE_PPROF
-                       : MODE_TEXT;
-        if (ps->mode == MODE_TEXT) {
-            pa_buf held = ps->pending;
-            memset(&ps->pending, 0, sizeof ps->pending);
-            text_feed(ps, held.data, held.len);
-            pa_buf_free(&held);
-        }
+        decide_mode(ps);
         return;
     }
     if (ps->mode == MODE_PPROF)
@@ -452,15 +457,7 @@ int pa_parser_finish(pa_parser *ps, pa_parse_stats *stats, pa_error *err) {
         return -1;
     }
     if (ps->mode == MODE_SNIFF) {
-        ps->mode = looks_like_pprof((const unsigned char *)ps->pending.data, ps->pending.len)
-                       ? MODE_PPROF
-                       : MODE_TEXT;
-        if (ps->mode == MODE_TEXT) {
-            pa_buf held = ps->pending;
-            memset(&ps->pending, 0, sizeof ps->pending);
-            text_feed(ps, held.data, held.len);
-            pa_buf_free(&held);
-        }
+        decide_mode(ps);
     }
     int rc = 0;
     if (ps->mode == MODE_PPROF) {
