@@ -30,6 +30,24 @@ static uintptr_t main_interp(const struct pa_python *py) {
     return PA_READ(uintptr_t, py->runtime + py->layout.rt_interpreters_head);
 }
 
+/* The main interpreter's thread state whose thread_id (pthread_self of its thread) is id,
+ * or 0. Under the caller's guard. */
+static uintptr_t tstate_by_thread_id(const struct pa_python *py, uintptr_t id) {
+    const struct pa_layout *l = &py->layout;
+    uintptr_t interp = main_interp(py);
+    if (!pa_aligned(interp, 8))
+        return 0;
+    uintptr_t ts = PA_READ(uintptr_t, interp + l->is_threads_head);
+    for (int n = 0; ts && n < 4096; n++) {
+        if (!pa_aligned(ts, 8))
+            return 0;
+        if (PA_READ(uintptr_t, ts + l->ts_thread_id) == id)
+            return ts;
+        ts = PA_READ(uintptr_t, ts + l->ts_next);
+    }
+    return 0;
+}
+
 static uintptr_t find_tstate(const struct pa_python *py) {
     const struct pa_layout *l = &py->layout;
     uintptr_t self = (uintptr_t)pthread_self();
@@ -42,25 +60,11 @@ static uintptr_t find_tstate(const struct pa_python *py) {
             return ts;
         return 0;
     }
-    uintptr_t interp = main_interp(py);
     uintptr_t ts = cached_tstate;
     if (ts && PA_READ(uintptr_t, ts + l->ts_thread_id) == self &&
-        PA_READ(uintptr_t, ts + l->ts_interp) == interp)
+        PA_READ(uintptr_t, ts + l->ts_interp) == main_interp(py))
         return ts;
-    cached_tstate = 0;
-    if (!pa_aligned(interp, 8))
-        return 0;
-    ts = PA_READ(uintptr_t, interp + l->is_threads_head);
-    for (int n = 0; ts && n < 4096; n++) {
-        if (!pa_aligned(ts, 8))
-            return 0;
-        if (PA_READ(uintptr_t, ts + l->ts_thread_id) == self) {
-            cached_tstate = ts;
-            return ts;
-        }
-        ts = PA_READ(uintptr_t, ts + l->ts_next);
-    }
-    return 0;
+    return cached_tstate = tstate_by_thread_id(py, self);
 }
 
 /* The innermost frame of a thread state, per version. */
@@ -169,20 +173,11 @@ static uint32_t thread_state(const struct pa_python *py, uintptr_t ts, void *ucv
 }
 
 int pa_thread_is_python(const struct pa_python *py, unsigned long pthread) {
-    const struct pa_layout *l = &py->layout;
     sigjmp_buf env;
     pa_guard_env = &env;
     if (sigsetjmp(env, 0))
         return 0;
-    uintptr_t interp = main_interp(py);
-    uintptr_t ts = pa_aligned(interp, 8) ? PA_READ(uintptr_t, interp + l->is_threads_head) : 0;
-    int found = 0;
-    for (int n = 0; ts && n < 4096 && !found; n++) {
-        if (!pa_aligned(ts, 8))
-            break;
-        found = PA_READ(unsigned long, ts + l->ts_thread_id) == pthread;
-        ts = PA_READ(uintptr_t, ts + l->ts_next);
-    }
+    int found = tstate_by_thread_id(py, pthread) != 0;
     pa_guard_env = 0;
     return found;
 }
