@@ -19,6 +19,8 @@ enum pa_synthetic {
     PA_SYN_NO_PYTHON = 3, /* <no Python frames>: a thread with no Python stack */
     PA_SYN_IDLE = 5,      /* <idle>: wall mode, the thread waits in a system call */
     PA_SYN_GIL_WAIT = 6,  /* <waiting for the GIL>: wall mode */
+    PA_SYN_STARTUP = 7,   /* <startup>: before the interpreter is initialized */
+    PA_SYN_SHUTDOWN = 8,  /* <shutdown>: finalizing, or finalized before our exit flush */
     PA_SYN_FIRST_CODE = 16,
 };
 

@@ -144,6 +144,17 @@ static int holds_gil(const struct pa_python *py, uintptr_t ts) {
  * -EINTR). A call that simply completed (rax its result) is a running thread. A futex wait
  * on a word inside the GIL's structure (its mutex or condition variable) is a wait for the
  * GIL. */
+/* A waiting thread's leaf: <waiting for the GIL> for a futex wait on a word of the GIL's own
+ * structure, <idle> for any other system call. */
+static uint32_t waiting_state(const struct pa_python *py, uintptr_t ts, long nr, uintptr_t arg0) {
+    if (nr == SYS_futex || nr == -1) {
+        uintptr_t gil = gil_of(py, ts);
+        if (gil && arg0 >= gil && arg0 < gil + 512)
+            return PA_SYN_GIL_WAIT;
+    }
+    return PA_SYN_IDLE;
+}
+
 static uint32_t thread_state(const struct pa_python *py, uintptr_t ts, void *ucv) {
 #if defined(__x86_64__)
     const ucontext_t *uc = ucv;
@@ -156,14 +167,9 @@ static uint32_t thread_state(const struct pa_python *py, uintptr_t ts, void *ucv
     if (!at && !interrupted)
         return 0; /* running */
     /* A timed futex wait (the GIL's, every 5 ms interval) is not restarted but returns
-     * EINTR: the call number is gone then, but rdi, its first argument, is kept. */
-    if ((at && rax == SYS_futex) || interrupted) {
-        uintptr_t gil = gil_of(py, ts);
-        uintptr_t word = (uintptr_t)uc->uc_mcontext.gregs[REG_RDI];
-        if (gil && word >= gil && word < gil + 512)
-            return PA_SYN_GIL_WAIT;
-    }
-    return PA_SYN_IDLE;
+     * EINTR: the call number is gone then (-1: unknown), but rdi, its first argument, is
+     * kept. */
+    return waiting_state(py, ts, at ? rax : -1, (uintptr_t)uc->uc_mcontext.gregs[REG_RDI]);
 #else
     (void)py;
     (void)ts;
@@ -182,8 +188,11 @@ int pa_thread_is_python(const struct pa_python *py, unsigned long pthread) {
     return found;
 }
 
-int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
-                        struct pa_walk_counts *counts, int flags, void *uc) {
+/* The walk of this thread (other == NULL: state from the signal's context uc) or of another
+ * one, stopped (its state from what it waits in). */
+static int walk(const struct pa_python *py, struct pa_frame *out, int max,
+                struct pa_walk_counts *counts, int flags, void *uc,
+                const struct pa_other_thread *other) {
     const struct pa_layout *l = &py->layout;
     int mode = flags & ~PA_WALK_MARK_ENTRIES, marks = flags & PA_WALK_MARK_ENTRIES;
     volatile int depth = 0;
@@ -196,14 +205,17 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
         out[depth].line = 0;
         return depth + 1;
     }
-    uintptr_t ts = find_tstate(py);
+    uintptr_t ts = other ? tstate_by_thread_id(py, other->pthread) : find_tstate(py);
     if (mode != PA_WALK_CPU) {
         if (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts))) {
             pa_guard_env = 0;
             return 0;
         }
         if (mode == PA_WALK_WALL) {
-            uint32_t state = thread_state(py, ts, uc);
+            uint32_t state = !other ? thread_state(py, ts, uc)
+                             : other->syscall_nr >= 0
+                                 ? waiting_state(py, ts, other->syscall_nr, other->arg0)
+                                 : 0;
             if (state) {
                 out[depth].id = state;
                 out[depth].line = 0;
@@ -218,7 +230,16 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
             0 &&
         f)
         f = 0x10; /* the first page is never mapped */
-    while (f) {
+    /* Skipped frames (shims, incomplete ones) add no depth: the steps are bounded too, or a
+     * chain that loops (another thread's, read while it changes) would never end. */
+    for (int steps = 0; f; steps++) {
+        if (steps == 4 * max) {
+            counts->unreadable++;
+            out[depth].id = PA_SYN_UNKNOWN;
+            out[depth].line = 0;
+            depth++;
+            break;
+        }
         if (depth == max - 1) {
             counts->truncated++;
             out[depth].id = PA_SYN_TRUNCATED;
@@ -259,4 +280,15 @@ int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int ma
         depth++;
     }
     return depth;
+}
+
+int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
+                        struct pa_walk_counts *counts, int flags, void *uc) {
+    return walk(py, out, max, counts, flags, uc, NULL);
+}
+
+int pa_walk_other_thread(const struct pa_python *py, struct pa_frame *out, int max,
+                         struct pa_walk_counts *counts, int flags,
+                         const struct pa_other_thread *other) {
+    return walk(py, out, max, counts, flags, NULL, other);
 }

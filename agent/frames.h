@@ -34,6 +34,20 @@ enum pa_walk_mode {
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,
                         struct pa_walk_counts *counts, int mode, void *uc);
 
+/* Wall mode, from the agent's side: the stack of another thread that is not running (its
+ * frame chain is stable while it waits), with the state leaf given by what it waits in
+ * (/proc/self/task/TID/syscall: the call number, -1 if not in a system call, and its first
+ * argument). Reads are guarded as in the handler: the calling thread must not block
+ * SIGSEGV and SIGBUS. */
+struct pa_other_thread {
+    unsigned long pthread;
+    long syscall_nr;
+    uintptr_t arg0;
+};
+int pa_walk_other_thread(const struct pa_python *py, struct pa_frame *out, int max,
+                         struct pa_walk_counts *counts, int flags,
+                         const struct pa_other_thread *other);
+
 /* Normal context, any thread: does the thread whose pthread id is given have a Python
  * thread state in the main interpreter? (Wall mode arms timers only for those.) */
 int pa_thread_is_python(const struct pa_python *py, unsigned long pthread);

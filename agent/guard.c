@@ -4,11 +4,11 @@
  * run in normal context, under the shim's signal lock. */
 #include "guard.h"
 
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../shim/realfns.h"
+#include "chain.h"
 
 __thread sigjmp_buf *pa_guard_env __attribute__((tls_model("initial-exec")));
 
@@ -21,28 +21,14 @@ static struct sigaction *app_action(int sig) {
 
 static void pa_guard_fault(int sig, siginfo_t *info, void *uc) {
     sigjmp_buf *env = pa_guard_env;
-    if (env) {
+    /* Only a fault the kernel raised (si_code > 0) can be our read's; a SIGSEGV sent with
+     * kill() while a walk runs on this thread is the program's. */
+    if (env && info->si_code > 0) {
         pa_guard_env = 0;
         siglongjmp(*env, 1);
     }
     /* Not our read: behave as if we were not installed. */
-    struct sigaction *app = app_action(sig);
-    if (app->sa_flags & SA_SIGINFO) {
-        app->sa_sigaction(sig, info, uc);
-    } else if (app->sa_handler == SIG_IGN) {
-        return;
-    } else if (app->sa_handler == SIG_DFL) {
-        /* Restore the default action; returning re-executes the faulting instruction, which
-         * then takes the default action (core dump) as it would have without us. */
-        int saved = errno;
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        pa_real_sigaction(sig, &dfl, 0);
-        errno = saved;
-    } else {
-        app->sa_handler(sig);
-    }
+    pa_chain(sig, info, uc, app_action(sig));
 }
 
 int pa_guard_install(void) {

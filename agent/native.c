@@ -12,17 +12,32 @@
  * itself. Interposing the loader's functions to count that would change what they do
  * (dlopen searches the *caller's* RUNPATH), so instead the handler reads the lock's owner:
  * pa_native_init finds where glibc keeps it by looking, from inside a dl_iterate_phdr
- * callback, for our own thread id in the loader's global state. */
+ * callback, for our own thread id in the loader's global state.
+ *
+ * No descriptor: libunwind (built with conservative checks, as Debian's is) validates every
+ * address it reads by writing a byte of it into a pipe of its own, and re-opens that pipe,
+ * closing both numbers, when a read from it fails. A program that closes every descriptor and
+ * opens its own files gets those numbers back, and libunwind would then read from, write to or
+ * close the program's files. So the local address space's memory accessor is replaced by ours
+ * (a read under the fault guard, which needs no descriptor) and the pipe, which nothing uses
+ * any more, is closed right after libunwind made it. */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
 #include "native.h"
+#include "pyversions.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "guard.h"
 
 enum { MAX_EVAL_RANGES = 8 };
 
@@ -102,6 +117,71 @@ int pa_native_in_eval(uintptr_t ip) {
     return 0;
 }
 
+/* SIGNAL-HANDLER SIDE. libunwind's memory reads: one word under the fault guard (any guard
+ * already armed on this thread is restored afterwards). Local unwinding never writes. */
+static int guarded_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
+                              void *arg) {
+    (void)as;
+    (void)arg;
+    if (write || addr < 4096)
+        return -UNW_EINVAL;
+    sigjmp_buf env;
+    sigjmp_buf *volatile prev = pa_guard_env;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0)) {
+        pa_guard_env = prev;
+        return -UNW_EINVAL;
+    }
+    *val = PA_READ(unw_word_t, addr);
+    pa_guard_env = prev;
+    return 0;
+}
+
+/* The open descriptors (up to max), in out; returns how many. */
+static int open_fds(int *out, int max) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0, self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max)
+        if (e->d_name[0] != '.' && atoi(e->d_name) != self)
+            out[n++] = atoi(e->d_name);
+    closedir(d);
+    return n;
+}
+
+static int was_open(const int *fds, int n, int fd) {
+    for (int i = 0; i < n; i++)
+        if (fds[i] == fd)
+            return 1;
+    return 0;
+}
+
+/* Closes libunwind's validation pipe: the two descriptors that appeared while it set itself
+ * up, both ends of one pipe, non-blocking and close-on-exec as libunwind makes them. Anything
+ * less certain (another thread opened descriptors meanwhile) is left alone: unused, it is
+ * harmless. */
+static void close_validation_pipe(const int *before, int nbefore) {
+    enum { MAX_FDS = 4096 };
+    static int after[MAX_FDS];
+    int n = open_fds(after, MAX_FDS), fresh[2], nfresh = 0;
+    for (int i = 0; i < n; i++)
+        if (!was_open(before, nbefore, after[i]) && nfresh++ < 2)
+            fresh[nfresh - 1] = after[i];
+    if (nfresh != 2)
+        return;
+    struct stat a, b;
+    int fa = fcntl(fresh[0], F_GETFL), fb = fcntl(fresh[1], F_GETFL);
+    if (fstat(fresh[0], &a) != 0 || fstat(fresh[1], &b) != 0 || !S_ISFIFO(a.st_mode) ||
+        a.st_ino != b.st_ino || a.st_dev != b.st_dev || fa < 0 || fb < 0 ||
+        !(fa & fb & O_NONBLOCK) || (fa & O_ACCMODE) == (fb & O_ACCMODE) ||
+        !(fcntl(fresh[0], F_GETFD) & fcntl(fresh[1], F_GETFD) & FD_CLOEXEC))
+        return;
+    close(fresh[0]);
+    close(fresh[1]);
+}
+
 /* The first unwind runs libunwind's one-time setup (tdep_init: locks, the address-validation
  * pipe, caches). Doing it here keeps it out of the handler. */
 static __attribute__((noinline)) void prime_libunwind(void) {
@@ -114,14 +194,34 @@ static __attribute__((noinline)) void prime_libunwind(void) {
             ;
 }
 
+int pa_native_prime(void) {
+    static int done;
+    if (done)
+        return 0;
+    enum { MAX_FDS = 4096 };
+    static int before[MAX_FDS];
+    int nbefore = open_fds(before, MAX_FDS);
+    /* The first call sets libunwind up (its pipe included); nothing has unwound yet. */
+    unw_accessors_t *acc = unw_get_accessors(unw_local_addr_space);
+    if (!acc)
+        return -1;
+    acc->access_mem = guarded_access_mem;
+    if (nbefore >= 0 && nbefore < MAX_FDS)
+        close_validation_pipe(before, nbefore);
+    prime_libunwind();
+    done = 1;
+    return 0;
+}
+
 int pa_native_init(void) {
     if (find_loader_owner() != 0)
         return -1; /* without it, unwinding could deadlock: stay off */
-    prime_libunwind();
+    if (pa_native_prime() != 0)
+        return -1;
     /* The same symbol on every version from 3.8 on: one C call of it runs one Python frame
      * (3.8-3.10) or the frames up to an entry frame (3.11+). Its size comes from the dynamic
      * symbol table entry, which is there because the symbol is exported. */
-    void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    void *eval = pa_py_sym("_PyEval_EvalFrameDefault");
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
     if (!eval || !dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size)

@@ -58,6 +58,13 @@ static inline uintptr_t pa_native_ip(const struct pa_frame *f) {
  * native frames can then not be interleaved, pa_native_eval_ranges() is 0). */
 int pa_native_init(void);
 
+/* Normal context, best while the process has one thread (the constructor): sets libunwind up
+ * (pa_native_init does it otherwise) with our fault-guarded memory reads in place of its
+ * address validation, and closes the validation pipe it makes, which it then never uses: with
+ * no other thread opening descriptors meanwhile, the pipe's two new descriptors are certain.
+ * Once; 0 or -1. */
+int pa_native_prime(void);
+
 /* Normal context: declares [lo, hi) part of the evaluation loop (e.g. a compiler-split
  * "_PyEval_EvalFrameDefault.cold" found by pa_symbols_find). At most 8 ranges; 0 or -1. */
 int pa_native_add_eval_range(uintptr_t lo, uintptr_t hi);

@@ -1,6 +1,8 @@
 /* pyversions.c: finds out which CPython this process runs and how its memory is laid out.
  *
- * Normal context only (constructor and the agent thread). The layout comes from the table
+ * Normal context (the constructor), except pa_py_ready, pa_py_initialized and
+ * pa_py_finalizing, which the SIGPROF handler calls (SIGNAL-HANDLER SIDE: guarded reads and
+ * atomics only). The layout comes from the table
  * generated from each version's headers; from 3.13 on, the interpreter publishes its own
  * offsets in _Py_DebugOffsets at the start of _PyRuntime, and those win where they differ
  * (a patch release or a distribution build may move a field the table does not know of). */
@@ -8,9 +10,11 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "guard.h"
 
@@ -18,14 +22,25 @@ static const struct pa_layout layouts[] = {
 #include "pylayouts.inc"
 };
 
-static void *sym(const char *name) {
-    return dlsym(RTLD_DEFAULT, name);
+static void *py_handle; /* libpython loaded late, perhaps RTLD_LOCAL; else the global scope */
+
+void *pa_py_sym(const char *name) {
+    return dlsym(py_handle ? py_handle : RTLD_DEFAULT, name);
 }
+
+#define sym pa_py_sym
 
 int pa_py_present(void) {
     /* Every CPython exports these two (_PyRuntime only from 3.7 on: older versions are
      * CPython too, and are told they are not supported). */
     return sym("Py_GetVersion") != NULL && sym("Py_IsInitialized") != NULL;
+}
+
+int pa_py_present_in(void *handle) {
+    if (!dlsym(handle, "Py_GetVersion") || !dlsym(handle, "Py_IsInitialized"))
+        return 0;
+    py_handle = handle;
+    return 1;
 }
 
 static const struct pa_layout *layout_for(unsigned minor) {
@@ -146,8 +161,9 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
     return 0;
 }
 
+static int (*is_init)(void);
+
 int pa_py_initialized(void) {
-    static int (*is_init)(void);
     if (!is_init)
         is_init = (int (*)(void))sym("Py_IsInitialized");
     return is_init && is_init();
@@ -158,16 +174,17 @@ int pa_py_finalizing(const struct pa_python *py) {
     return *(volatile uintptr_t *)(py->runtime + py->layout.rt_finalizing) != 0;
 }
 
-int pa_py_verify(const struct pa_python *py, char *err, size_t errlen) {
+/* SIGNAL-HANDLER SIDE. Walks the thread list as the layout says; returns 0 when it holds, else
+ * the step that failed (negative: a read faulted there). Restores any guard already armed. */
+static int check_layout(const struct pa_python *py) {
     const struct pa_layout *l = &py->layout;
     sigjmp_buf env;
+    sigjmp_buf *volatile prev = pa_guard_env;
     volatile int step = 0;
     pa_guard_env = &env;
     if (sigsetjmp(env, 0)) {
-        snprintf(err, errlen,
-                 "Python %s: reading its thread list faulted (step %d); layout unknown",
-                 py->version, step);
-        return -1;
+        pa_guard_env = prev;
+        return -1 - step;
     }
     uintptr_t interp = PA_READ(uintptr_t, py->runtime + l->rt_interpreters_head);
     step = 1;
@@ -191,11 +208,64 @@ int pa_py_verify(const struct pa_python *py, char *err, size_t errlen) {
         if (inited != 1 || key >= 1024)
             goto bad;
     }
-    pa_guard_env = 0;
+    pa_guard_env = prev;
     return 0;
 bad:
-    pa_guard_env = 0;
-    snprintf(err, errlen, "Python %s: its thread list does not match the expected layout (step %d)",
-             py->version, step);
+    pa_guard_env = prev;
+    return step;
+}
+
+static void verify_message(const struct pa_python *py, int step, char *err, size_t errlen) {
+    if (step < 0)
+        snprintf(err, errlen,
+                 "Python %s: reading its thread list faulted (step %d); layout unknown",
+                 py->version, -1 - step);
+    else
+        snprintf(err, errlen,
+                 "Python %s: its thread list does not match the expected layout (step %d)",
+                 py->version, step);
+}
+
+int pa_py_verify(const struct pa_python *py, char *err, size_t errlen) {
+    int step = check_layout(py);
+    if (step != 0)
+        verify_message(py, step, err, errlen);
+    return step != 0 ? -1 : 0;
+}
+
+/* The layout's verdict, reached by the first handlers that run after initialization: 1 good,
+ * -1 wrong (for a second: a forked child's main thread re-makes the thread list right after
+ * fork() returns, and a check may catch it half-way), 0 not yet. */
+static _Atomic int verdict, last_step;
+static _Atomic int64_t first_failure_ns;
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int pa_py_ready(const struct pa_python *py) {
+    if (!is_init || !is_init() || pa_py_finalizing(py))
+        return 0;
+    int v = atomic_load_explicit(&verdict, memory_order_acquire);
+    if (v)
+        return v > 0;
+    int step = check_layout(py);
+    if (step == 0) {
+        atomic_store(&verdict, 1);
+        return 1;
+    }
+    atomic_store(&last_step, step);
+    int64_t now = mono_ns(), first = 0;
+    if (!atomic_compare_exchange_strong(&first_failure_ns, &first, now) && now - first > 1000000000)
+        atomic_store(&verdict, -1);
+    return 0;
+}
+
+int pa_py_verdict(const struct pa_python *py, char *err, size_t errlen) {
+    if (atomic_load(&verdict) >= 0)
+        return 0;
+    verify_message(py, atomic_load(&last_step), err, errlen);
     return -1;
 }

@@ -63,6 +63,12 @@ struct pa_python {
 
 /* Is this process CPython at all? Cheap symbol look-ups only; no output. */
 int pa_py_present(void);
+/* The object behind a dlopen handle is CPython (libpython loaded after start, as uWSGI and
+ * mod_wsgi load it, perhaps RTLD_LOCAL): 1, and Python's symbols are looked up there from
+ * now on; else 0. */
+int pa_py_present_in(void *handle);
+/* A symbol of the interpreter (the late-loaded libpython, else the global scope). */
+void *pa_py_sym(const char *name);
 
 /* Detects version and build and picks the layout. Returns 0, or -1 with a message for the
  * user in err (unsupported version, free-threaded build, unknown layout). */
@@ -72,8 +78,18 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen);
  * main thread state, TSS key). Returns 0 or -1 with a message. */
 int pa_py_verify(const struct pa_python *py, char *err, size_t errlen);
 
-/* Py_IsInitialized() and "finalization has begun", read without calling into Python. */
+/* Py_IsInitialized() and "finalization has begun", read without calling into Python. The
+ * first call of pa_py_initialized (normal context) looks the function up. */
 int pa_py_initialized(void);
 int pa_py_finalizing(const struct pa_python *py);
+
+/* SIGNAL-HANDLER SIDE: may a sample be taken now? The interpreter is initialized, not
+ * finalizing, and its thread list was found to match the layout (checked by the first
+ * handlers after initialization, once per process; a layout that stays wrong for a second is
+ * final). Sampling can so start before the interpreter does, with no thread of ours waiting
+ * for it. pa_py_initialized must have been called once before. */
+int pa_py_ready(const struct pa_python *py);
+/* Normal context: -1 with the message for the user when the layout was found wrong. */
+int pa_py_verdict(const struct pa_python *py, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,6 @@
 /* sampler.c: the SIGPROF handler, per-thread CPU timers and the thread registry.
  *
- * SIGNAL-HANDLER SIDE: on_sigprof and what it calls (forward_to_app, hist_add, the walk and
+ * SIGNAL-HANDLER SIDE: on_sigprof and what it calls (pa_chain, hist_add, the walk and
  * the table). Everything else runs in normal context under `reg_lock`, which the handler
  * never takes: the handler only reads its own thread's serial from TLS and atomics. */
 #include "sampler.h"
@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../shim/log.h"
 #include "../shim/realfns.h"
+#include "chain.h"
 #include "codecache.h"
 #include "frames.h"
 #include "guard.h"
@@ -33,6 +36,7 @@ static int initialized;
 static _Atomic int running;
 
 static __thread uint32_t tls_serial __attribute__((tls_model("initial-exec")));
+static __thread struct thread_ctl *tls_ctl __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t n_signals, n_unreadable, n_truncated, n_foreign;
 static _Atomic uint32_t hist[HIST_N];
@@ -43,14 +47,28 @@ static int handler_installed;
 
 /* ---- thread registry (normal context) ---------------------------------------------------- */
 
+/* A thread's timer, shared with the thread's own signal-side code (pa_sampler_mask_changed):
+ * it lives apart from the registry array, which moves when it grows. */
+struct thread_ctl {
+    struct pa_timer timer; /* written under reg_lock while `armed` is 0 */
+    _Atomic int armed;     /* the timer exists */
+    _Atomic int blocked;   /* the thread blocks SIGPROF: its timer must not run */
+    _Atomic int users;     /* signal-side users of `timer` right now */
+};
+
 struct thread_rec {
     uint32_t serial;
     pid_t tid;
     pthread_t pthread;
-    struct pa_timer timer;
+    struct thread_ctl *ctl;
     int alive;
     uint64_t died_at_drain; /* drain count when it died */
     char name[64];
+    /* Wall mode (wall tick thread): the thread's CPU clock, its reading at the last tick, and
+     * the time it spent off a CPU not yet counted. */
+    clockid_t cpu_clock;
+    int has_clock;
+    uint64_t last_cpu_ns, off_ns;
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,18 +92,75 @@ static struct thread_rec *rec_by_serial(uint32_t serial) {
 }
 
 static _Atomic unsigned armed_kinds; /* bit per pa_timer_kind armed so far */
+static int exec_holds; /* exec calls in progress: nothing may be armed (under reg_lock) */
+static int wanted;     /* sampling was started and not stopped (under reg_lock) */
+
+/* Runs or stops the thread's timer as its SIGPROF mask says. Signal-safe: the thread calls it
+ * when it changes its mask, the agent after arming. Whoever acts last saw the last mask
+ * (the loop re-reads it after each system call). */
+static void ctl_apply(struct thread_ctl *c) {
+    atomic_fetch_add(&c->users, 1);
+    if (atomic_load(&c->armed)) {
+        int b;
+        do {
+            b = atomic_load(&c->blocked);
+            if (b)
+                pa_timer_pause(&c->timer);
+            else
+                pa_timer_resume(&c->timer);
+        } while (b != atomic_load(&c->blocked));
+    }
+    atomic_fetch_sub(&c->users, 1);
+}
 
 static int arm_timer(struct thread_rec *r) {
-    int want = cfg.mode == PA_WALK_WALL ? PA_WANT_WALL : cfg.timer_want;
-    int kind = pa_timer_arm(&r->timer, r->tid, r->pthread, cfg.rate, want);
+    struct thread_ctl *c = r->ctl;
+    if (!c || atomic_load(&c->armed))
+        return c ? 0 : -1;
+    /* Wall mode too: a CPU-time timer samples the thread while it runs; the wall tick
+     * thread counts its time off a CPU without signalling it (wall_tick). */
+    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg.rate, cfg.timer_want);
     if (kind == PA_TIMER_NONE)
         return -1;
+    if (!atomic_load(&c->blocked) && pa_timer_resume(&c->timer) != 0) {
+        int e = errno;
+        pa_timer_disarm(&c->timer);
+        errno = e;
+        return -1;
+    }
+    atomic_store(&c->armed, 1);
+    ctl_apply(c); /* the thread may have blocked SIGPROF meanwhile */
     atomic_fetch_or(&armed_kinds, 1u << kind);
+    if (cfg.mode == PA_WALK_WALL) {
+        struct timespec ts;
+        r->has_clock = pthread_getcpuclockid(r->pthread, &r->cpu_clock) == 0 &&
+                       clock_gettime(r->cpu_clock, &ts) == 0;
+        r->last_cpu_ns =
+            r->has_clock ? (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec : 0;
+        r->off_ns = 0;
+    }
     return 0;
 }
 
 static void disarm_timer(struct thread_rec *r) {
-    pa_timer_disarm(&r->timer);
+    struct thread_ctl *c = r->ctl;
+    if (!c || !atomic_load(&c->armed))
+        return;
+    atomic_store(&c->armed, 0);
+    /* Bounded: the user may be this very thread, interrupted by the signal that runs us. */
+    for (int spins = 0; atomic_load(&c->users) && spins < 1000; spins++)
+        sched_yield();
+    pa_timer_disarm(&c->timer);
+}
+
+static int timer_kind(const struct thread_rec *r) {
+    return r->ctl && atomic_load(&r->ctl->armed) ? r->ctl->timer.kind : PA_TIMER_NONE;
+}
+
+static int prof_blocked(void) {
+    sigset_t cur;
+    pa_real_pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    return sigismember(&cur, SIGPROF) == 1;
 }
 
 static void on_thread_exit(void *arg) {
@@ -94,6 +169,7 @@ static void on_thread_exit(void *arg) {
     tls_serial = 0;
     pthread_mutex_lock(&reg_lock);
     struct thread_rec *r = rec_by_serial(serial);
+    tls_ctl = NULL;
     if (r) {
         disarm_timer(r);
         r->alive = 0;
@@ -119,8 +195,15 @@ void pa_sampler_thread_begin(void) {
         recs = n;
         caprecs = cap;
     }
+    struct thread_ctl *c = calloc(1, sizeof *c);
+    if (!c) {
+        pthread_mutex_unlock(&reg_lock);
+        return;
+    }
+    atomic_store(&c->blocked, prof_blocked());
     struct thread_rec *r = &recs[nrecs++];
     memset(r, 0, sizeof *r);
+    r->ctl = tls_ctl = c;
     r->serial = next_serial++;
     r->tid = (pid_t)syscall(SYS_gettid);
     r->pthread = pthread_self();
@@ -157,20 +240,21 @@ void pa_threads_set_name(unsigned long pthread, const char *name) {
     pthread_mutex_unlock(&reg_lock);
 }
 
-static void os_thread_name(pid_t tid, char *buf, size_t len) {
+/* Reads /proc/self/task/TID/<what> into buf (NUL-terminated, empty on failure). */
+static void read_task_file(pid_t tid, const char *what, char *buf, size_t len) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, what);
     buf[0] = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
     ssize_t n = read(fd, buf, len - 1);
     close(fd);
-    if (n <= 0) {
-        buf[0] = 0;
-        return;
-    }
-    buf[n] = 0;
+    buf[n > 0 ? n : 0] = 0;
+}
+
+static void os_thread_name(pid_t tid, char *buf, size_t len) {
+    read_task_file(tid, "comm", buf, len);
     buf[strcspn(buf, "\n")] = 0;
 }
 
@@ -209,9 +293,12 @@ void pa_threads_name(uint32_t serial, char *buf, size_t len) {
 void pa_threads_prune(void) {
     pthread_mutex_lock(&reg_lock);
     size_t w = 0;
-    for (size_t i = 0; i < nrecs; i++)
+    for (size_t i = 0; i < nrecs; i++) {
         if (recs[i].alive || recs[i].died_at_drain >= drains)
             recs[w++] = recs[i];
+        else
+            free(recs[i].ctl);
+    }
     nrecs = w;
     drains++;
     pthread_mutex_unlock(&reg_lock);
@@ -238,28 +325,6 @@ static void hist_add(uint64_t ns) {
     atomic_fetch_add_explicit(&hist[b], 1, memory_order_relaxed);
 }
 
-static void forward_to_app(int sig, siginfo_t *si, void *uc) {
-    atomic_fetch_add_explicit(&n_foreign, 1, memory_order_relaxed);
-    struct sigaction a = app_prof;
-    if (a.sa_flags & SA_RESETHAND) {
-        memset(&app_prof, 0, sizeof app_prof);
-        app_prof.sa_handler = SIG_DFL;
-    }
-    if (a.sa_flags & SA_SIGINFO) {
-        a.sa_sigaction(sig, si, uc);
-    } else if (a.sa_handler == SIG_DFL) {
-        /* SIGPROF's default action ends the process: take it, as without us. The signal is
-         * blocked while we run, so it is delivered (and kills) when we return. */
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        pa_real_sigaction(sig, &dfl, NULL);
-        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
-    } else if (a.sa_handler != SIG_IGN) {
-        a.sa_handler(sig);
-    }
-}
-
 /* Native mode: the C stack spliced with the Python frames, back into frames[]. A function of
  * its own (never inlined) so that its buffers take stack space only when native frames are
  * on: the handler runs on whatever thread was interrupted, small stacks included. */
@@ -272,22 +337,89 @@ static __attribute__((noinline)) int splice_native(void *uc, struct pa_frame *fr
     return n;
 }
 
-static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
+
+/* How many periods of this thread's CPU time the sample stands for. A POSIX timer's delayed
+ * signal carries the periods that expired meanwhile (si_overrun). A perf event counts user
+ * time only (timers.c: a signal raised in the kernel would interrupt a system call), so the
+ * thread's CPU clock, kernel time included, gives the weight: what it used since its last
+ * sample, in whole periods, the rest carried to the next. 0: not a whole period yet. */
+static uint64_t sample_weight(const siginfo_t *si) {
+    uint64_t w;
+    if (si->si_code == SI_TIMER) {
+        w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        uint64_t period = 1000000000ULL / cfg.rate;
+        if (tls_cpu_last == 0 || now < tls_cpu_last) { /* first sample (or a forked copy) */
+            w = 1;
+            tls_cpu_rest = 0;
+        } else {
+            uint64_t used = now - tls_cpu_last + tls_cpu_rest;
+            w = used / period;
+            tls_cpu_rest = used % period;
+        }
+        tls_cpu_last = now;
+    }
+    return w > 1000 ? 1000 : w;
+}
+
+/* SIGNAL-HANDLER SIDE. A CPU sample while the interpreter cannot be walked: before it is
+ * initialized (<startup>), or once it is finalizing or finalized (<shutdown>), so that the
+ * profile's total is the process's CPU time. The interval between initialization and the
+ * layout's verdict (the first handlers after it) is neither, and is not counted. No frame
+ * is read. CPU mode only (wall and GIL modes keep to the interpreter's own life). */
+static _Atomic int seen_ready; /* the interpreter was walkable once in this process */
+
+static void count_outside_python(const siginfo_t *si) {
+    if (cfg.mode != PA_WALK_CPU)
+        return;
+    int up = pa_py_initialized();
+    int phase = !atomic_load_explicit(&seen_ready, memory_order_relaxed)
+                    ? (up ? 0 : PA_SYN_STARTUP)
+                    : (!up || pa_py_finalizing(&py) ? PA_SYN_SHUTDOWN : 0);
+    uint64_t weight = phase ? sample_weight(si) : 0;
+    if (!weight)
+        return;
+    struct pa_frame f;
+    memset(&f, 0, sizeof f);
+    f.id = (uint32_t)phase;
+    struct pa_table *t = pa_tables_enter(&tables);
+    pa_table_add(t, tls_serial, &f, 1, weight);
+    pa_tables_leave(t);
+}
+
+static void take_sample(int sig, siginfo_t *si, void *uc) {
     int saved_errno = errno;
     if (!pa_timer_is_ours(si)) {
-        forward_to_app(sig, si, uc);
+        atomic_fetch_add_explicit(&n_foreign, 1, memory_order_relaxed);
+        pa_chain(sig, si, uc, &app_prof);
         errno = saved_errno;
         return;
     }
     /* Re-arm first, whatever happens next: a perf event left un-refreshed (while sampling is
      * paused around a fork, say) would never signal again. */
     pa_timer_rearm(si);
-    if (!atomic_load_explicit(&running, memory_order_acquire) || pa_py_finalizing(&py)) {
+    if (!atomic_load_explicit(&running, memory_order_acquire)) {
         errno = saved_errno;
         return;
     }
+    if (!pa_py_ready(&py)) {
+        count_outside_python(si);
+        errno = saved_errno;
+        return;
+    }
+    atomic_store_explicit(&seen_ready, 1, memory_order_relaxed);
     uint64_t t0 = now_ns();
     atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
+    uint64_t weight = sample_weight(si);
+    if (weight == 0) {
+        hist_add(now_ns() - t0);
+        errno = saved_errno;
+        return;
+    }
     struct pa_frame frames[MAX_DEPTH_LIMIT];
     struct pa_walk_counts counts = {0, 0};
     /* With native frames the walker's output is raw material (markers included), bounded by
@@ -300,10 +432,6 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
         errno = saved_errno;
         return;
     }
-    /* A delayed signal stands for every period that expired meanwhile. */
-    uint64_t weight = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
-    if (weight > 1000)
-        weight = 1000;
     if (cfg.native)
         depth = splice_native(uc, frames, depth);
     struct pa_table *t = pa_tables_enter(&tables);
@@ -315,6 +443,133 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
         atomic_fetch_add_explicit(&n_truncated, counts.truncated, memory_order_relaxed);
     hist_add(now_ns() - t0);
     errno = saved_errno;
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+    /* In a handler, the mask is the handler's: what libunwind (or the program's handler we
+     * chain to) does to it is undone by sigreturn and must not stop or start our timer. */
+    const sigset_t *outer = pa_sample_mask;
+    pa_handler_depth++;
+    pa_sample_mask = &((ucontext_t *)uc)->uc_sigmask;
+    take_sample(sig, si, uc);
+    pa_sample_mask = outer;
+    pa_handler_depth--;
+}
+
+/* ---- wall mode: time off a CPU, counted from the tick thread (normal context) --------------- */
+
+static int tick_started;           /* under reg_lock */
+static _Atomic uint64_t n_off_cpu; /* samples counted by the tick thread */
+
+/* What thread tid waits in: the system call number (-1: running or runnable) and its first
+ * argument, from /proc/self/task/TID/syscall. */
+static void waiting_in(pid_t tid, struct pa_other_thread *o) {
+    char buf[256];
+    o->syscall_nr = -1;
+    o->arg0 = 0;
+    read_task_file(tid, "syscall", buf, sizeof buf);
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    if (end == buf)
+        return; /* "running" */
+    o->syscall_nr = nr < 0 ? -1 : nr;
+    o->arg0 = (uintptr_t)strtoull(end, NULL, 16);
+}
+
+static void count_off_cpu(struct thread_rec *r, uint64_t weight) {
+    struct pa_other_thread o = {(unsigned long)r->pthread, -1, 0};
+    waiting_in(r->tid, &o);
+    struct pa_frame frames[MAX_DEPTH_LIMIT];
+    struct pa_walk_counts counts = {0, 0};
+    int depth = pa_walk_other_thread(&py, frames, (int)cfg.max_depth, &counts, PA_WALK_WALL, &o);
+    if (depth == 0)
+        return;
+    struct pa_table *t = pa_tables_enter(&tables);
+    pa_table_add(t, r->serial, frames, (uint32_t)depth, weight);
+    pa_tables_leave(t);
+    atomic_fetch_add(&n_off_cpu, 1);
+    if (counts.unreadable)
+        atomic_fetch_add(&n_unreadable, counts.unreadable);
+    if (counts.truncated)
+        atomic_fetch_add(&n_truncated, counts.truncated);
+}
+
+/* Every period: each Python thread's wall time minus its CPU time (which its CPU-time timer
+ * samples) is time off a CPU; each whole period of it is one sample of the thread's stack as
+ * it is now, read from here: the thread is not interrupted, so a C library's nanosleep,
+ * which no handler may interrupt without an early return, is left alone. */
+static void wall_tick(uint64_t elapsed) {
+    for (size_t i = 0; i < nrecs; i++) {
+        struct thread_rec *r = &recs[i];
+        if (!r->alive || !r->has_clock || timer_kind(r) == PA_TIMER_NONE)
+            continue;
+        struct timespec ts;
+        if (clock_gettime(r->cpu_clock, &ts) != 0)
+            continue;
+        uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        uint64_t used = cpu > r->last_cpu_ns ? cpu - r->last_cpu_ns : 0;
+        r->last_cpu_ns = cpu;
+        r->off_ns += elapsed > used ? elapsed - used : 0;
+        uint64_t period = 1000000000ULL / cfg.rate;
+        if (r->off_ns < period)
+            continue;
+        uint64_t n = r->off_ns / period;
+        r->off_ns -= n * period;
+        count_off_cpu(r, n > 1000 ? 1000 : n);
+    }
+}
+
+/* The program's threads still running (reg_lock held). */
+static size_t alive_locked(void) {
+    size_t alive = 0;
+    for (size_t i = 0; i < nrecs; i++)
+        alive += recs[i].alive;
+    return alive;
+}
+
+int pa_sampler_program_gone(void) {
+    pthread_mutex_lock(&reg_lock);
+    int gone = nrecs > 0 && alive_locked() == 0;
+    pthread_mutex_unlock(&reg_lock);
+    return gone;
+}
+
+static void *tick_main(void *arg) {
+    (void)arg;
+    /* The guarded reads need SIGSEGV and SIGBUS (synchronous: only this thread's faults). */
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
+    uint64_t period = 1000000000ULL / cfg.rate, last = now_ns();
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (;;) {
+        next.tv_nsec += (long)period;
+        while (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
+        }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        pthread_mutex_lock(&reg_lock);
+        /* Sampling stopped, or the program's last thread has ended (pthread_exit in a child
+         * forked from a worker thread): this thread must not keep the process alive. */
+        if (!wanted || alive_locked() == 0) {
+            tick_started = 0;
+            pthread_mutex_unlock(&reg_lock);
+            return NULL;
+        }
+        uint64_t now = now_ns();
+        if (atomic_load(&running) && !pa_py_finalizing(&py))
+            wall_tick(now - last);
+        last = now;
+        pthread_mutex_unlock(&reg_lock);
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec > next.tv_sec + 1)
+            next = t; /* far behind (suspended): start again from now */
+    }
 }
 
 /* ---- control (normal context) ------------------------------------------------------------- */
@@ -372,16 +627,32 @@ int pa_sampler_start(char *err, size_t errlen) {
         handler_installed = 1;
     }
     pthread_mutex_lock(&reg_lock);
+    wanted = 1;
+    if (exec_holds) { /* the thread that execs re-arms if exec fails */
+        pthread_mutex_unlock(&reg_lock);
+        return 0;
+    }
     atomic_store(&running, 1);
-    int failed = 0;
+    if (cfg.mode == PA_WALK_WALL && !tick_started)
+        tick_started = pa_spawn_agent_thread(tick_main) == 0;
+    int failed = 0, first_errno = 0;
     for (size_t i = 0; i < nrecs; i++)
-        if (recs[i].alive && cfg.mode != PA_WALK_WALL && arm_timer(&recs[i]) != 0)
-            failed++;
+        if (recs[i].alive && cfg.mode != PA_WALK_WALL && arm_timer(&recs[i]) != 0 && !failed++)
+            first_errno = errno;
     pthread_mutex_unlock(&reg_lock);
     pa_sampler_reconcile();
     if (failed)
-        pa_log(PA_LOG_WARN, "%d thread(s) could not get a CPU timer and are not sampled", failed);
+        pa_log(PA_LOG_WARN, "%d thread(s) could not get a CPU timer and are not sampled (%s)",
+               failed, strerror(first_errno));
     return 0;
+}
+
+void pa_sampler_arm_self(void) {
+    pthread_mutex_lock(&reg_lock);
+    struct thread_rec *r = rec_by_serial(tls_serial);
+    if (r && atomic_load(&running))
+        arm_timer(r); /* a timer already armed stays as it is */
+    pthread_mutex_unlock(&reg_lock);
 }
 
 void pa_sampler_reconcile(void) {
@@ -393,9 +664,9 @@ void pa_sampler_reconcile(void) {
         if (!r->alive)
             continue;
         int python = pa_thread_is_python(&py, (unsigned long)r->pthread);
-        if (python && r->timer.kind == PA_TIMER_NONE)
+        if (python && timer_kind(r) == PA_TIMER_NONE)
             arm_timer(r);
-        else if (!python && r->timer.kind != PA_TIMER_NONE)
+        else if (!python && timer_kind(r) != PA_TIMER_NONE)
             disarm_timer(r);
     }
     pthread_mutex_unlock(&reg_lock);
@@ -403,10 +674,80 @@ void pa_sampler_reconcile(void) {
 
 void pa_sampler_stop(void) {
     pthread_mutex_lock(&reg_lock);
+    wanted = 0;
     atomic_store(&running, 0);
     for (size_t i = 0; i < nrecs; i++)
         disarm_timer(&recs[i]);
     pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- the program blocks SIGPROF, or execs (signal-safe / normal context) ------------------ */
+
+void pa_sampler_mask_will_block(void) {
+    struct thread_ctl *c = tls_ctl;
+    if (c && !atomic_load(&c->blocked)) {
+        atomic_store(&c->blocked, 1);
+        ctl_apply(c);
+    }
+}
+
+void pa_sampler_mask_changed(void) {
+    struct thread_ctl *c = tls_ctl;
+    if (!c)
+        return;
+    int b = prof_blocked();
+    if (b == atomic_load(&c->blocked))
+        return;
+    atomic_store(&c->blocked, b);
+    ctl_apply(c);
+}
+
+/* Signals of ours already queued for this thread (a timer that fired inside the last system
+ * call) are taken and dropped; anything else is sent again, as it was. Signal-safe. */
+static void drop_pending_ours(void) {
+    sigset_t prof, old;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pa_real_pthread_sigmask(SIG_BLOCK, &prof, &old);
+    struct timespec zero = {0, 0};
+    siginfo_t si;
+    int foreign = 0;
+    while (sigtimedwait(&prof, &si, &zero) == SIGPROF)
+        if (!pa_timer_is_ours(&si))
+            foreign = 1; /* a standard signal is pending at most once */
+    if (foreign)
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGPROF);
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void pa_sampler_exec_prepare(void) {
+    /* exec may be called from a signal handler that interrupted a holder of reg_lock: wait
+     * a little for the lock, never forever. */
+    int locked = 0;
+    for (int tries = 0; tries < 200 && !(locked = pthread_mutex_trylock(&reg_lock) == 0); tries++)
+        usleep(500);
+    if (locked) {
+        exec_holds++;
+        atomic_store(&running, 0);
+        for (size_t i = 0; i < nrecs; i++)
+            disarm_timer(&recs[i]);
+        pthread_mutex_unlock(&reg_lock);
+    } else if (tls_ctl && atomic_load(&tls_ctl->armed)) {
+        pa_timer_pause(&tls_ctl->timer); /* at least this thread's own */
+    }
+    drop_pending_ours();
+}
+
+void pa_sampler_exec_failed(void) {
+    pthread_mutex_lock(&reg_lock);
+    if (exec_holds > 0 && --exec_holds == 0 && wanted) {
+        atomic_store(&running, 1);
+        for (size_t i = 0; i < nrecs; i++)
+            if (recs[i].alive && cfg.mode != PA_WALK_WALL)
+                arm_timer(&recs[i]);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    pa_sampler_reconcile();
 }
 
 int pa_sampler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
@@ -448,9 +789,12 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     st->timer =
         kinds & (1u << PA_TIMER_PERF)
             ? (kinds & (1u << PA_TIMER_CPU) ? "perf-task-clock+cpu-timer" : "perf-task-clock")
-        : kinds & (1u << PA_TIMER_WALL) ? "wall-timer"
-        : kinds & (1u << PA_TIMER_CPU)  ? "cpu-timer"
-                                        : "none";
+        : kinds & (1u << PA_TIMER_CPU) ? "cpu-timer"
+                                       : "none";
+    if (cfg.mode == PA_WALK_WALL && kinds) {
+        snprintf(st->timer_buf, sizeof st->timer_buf, "%s+wall-tick", st->timer);
+        st->timer = st->timer_buf;
+    }
     uint32_t h[HIST_N];
     for (int i = 0; i < HIST_N; i++)
         h[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
@@ -481,16 +825,26 @@ void pa_sampler_fork_child(void) {
     /* Timers are not inherited; only the forking thread exists. Start clean. */
     size_t keep = 0;
     pthread_t self = pthread_self();
-    for (size_t i = 0; i < nrecs; i++)
-        pa_timer_forget(&recs[i].timer);
-    for (size_t i = 0; i < nrecs; i++)
-        if (pthread_equal(recs[i].pthread, self)) {
-            recs[0] = recs[i];
+    for (size_t i = 0; i < nrecs; i++) {
+        struct thread_ctl *c = recs[i].ctl;
+        if (c) {
+            if (atomic_load(&c->armed))
+                pa_timer_forget(&c->timer);
+            atomic_store(&c->armed, 0);
+            atomic_store(&c->users, 0);
+        }
+        if (!keep && pthread_equal(recs[i].pthread, self)) {
+            struct thread_rec mine = recs[i];
+            recs[i] = recs[0];
+            recs[0] = mine;
             recs[0].tid = (pid_t)syscall(SYS_gettid);
             keep = 1;
-            break;
         }
+    }
+    for (size_t i = keep; i < nrecs; i++)
+        free(recs[i].ctl); /* the other threads do not exist here */
     nrecs = keep;
+    tick_started = 0; /* the tick thread is the parent's */
     pa_table_clear(&tables.t[0]);
     pa_table_clear(&tables.t[1]);
     atomic_store(&tables.t[0].writers, 0);

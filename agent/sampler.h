@@ -34,6 +34,7 @@ struct pa_sampler_stats {
     uint64_t handler_p99_ns;
     unsigned threads;  /* threads registered now */
     const char *timer; /* the timer kinds armed: "perf-task-clock", "cpu-timer", ... */
+    char timer_buf[48];
 };
 
 /* Normal context. Allocates tables and caches; the handler is not installed yet. */
@@ -42,12 +43,19 @@ int pa_sampler_init(const struct pa_python *py, const struct pa_sampler_config *
 void pa_sampler_set_native(int on);
 /* Installs the handler and arms a timer on every registered thread. */
 int pa_sampler_start(char *err, size_t errlen);
+/* Arms the calling thread's timer whatever the mode (wall mode included, before the thread
+ * has a Python thread state): the main thread, when sampling starts in the constructor. */
+void pa_sampler_arm_self(void);
 /* Wall mode: arms timers on the threads that have a Python thread state, disarms the others
  * (native threads never get wall-clock signals). Agent thread, every 100 ms. */
 void pa_sampler_reconcile(void);
 /* Disarms every timer; handlers still running finish, later signals are ignored. */
 void pa_sampler_stop(void);
 int pa_sampler_running(void);
+/* 1 once every thread of the program has ended (the last one left with pthread_exit, as in a
+ * child forked from a worker thread): no thread of ours may then keep the process alive, and
+ * each returns (glibc ends the process with exit(0) when its last thread is gone). */
+int pa_sampler_program_gone(void);
 
 /* Called on every thread the program starts (and on the main thread at load): registers it
  * and, when sampling runs, arms its timer. Its exit is noticed through a pthread key. */
@@ -72,6 +80,17 @@ void pa_threads_set_name(unsigned long pthread, const char *name);
 void pa_threads_name(uint32_t serial, char *buf, size_t len);
 /* Forgets threads that died before the last drained snapshot. */
 void pa_threads_prune(void);
+
+/* The calling thread changed its signal mask (signal-safe): a thread that blocks SIGPROF gets
+ * no timer signal (sigwait would take it), so its timer stops until it unblocks SIGPROF. */
+void pa_sampler_mask_changed(void);
+/* The calling thread is about to block SIGPROF: its timer stops first (signal-safe). */
+void pa_sampler_mask_will_block(void);
+/* Around an exec of this process: before it, every timer is released and this thread's
+ * pending SIGPROFs of ours are dropped (none may reach the new image); if exec fails,
+ * sampling resumes. */
+void pa_sampler_exec_prepare(void);
+void pa_sampler_exec_failed(void);
 
 /* SIGPROF as the application sees it while the handler is ours: returns 1 if handled. */
 int pa_sampler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);

@@ -106,8 +106,16 @@ int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *fra
     return -1;
 }
 
+int pa_table_empty(const struct pa_table *t) {
+    /* Every claimed slot reserved frames first, so no frames used means no slot claimed. */
+    return atomic_load(&t->frames_used) == 0;
+}
+
 void pa_table_clear(struct pa_table *t) {
-    memset(t->slots, 0, ((size_t)t->mask + 1) * sizeof *t->slots);
+    /* An empty table is left untouched: clearing a megabyte of slots that were never written
+     * would fault every page of it in (most of the exit cost of a short program). */
+    if (!pa_table_empty(t))
+        memset(t->slots, 0, ((size_t)t->mask + 1) * sizeof *t->slots);
     atomic_store(&t->frames_used, 0);
     atomic_store(&t->samples, 0);
     atomic_store(&t->dropped, 0);

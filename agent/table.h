@@ -42,6 +42,8 @@ int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *fra
 
 /* Normal context, only on a table no handler can enter (see pa_tables_swap). */
 void pa_table_clear(struct pa_table *t);
+/* No sample was added since the last clear (then there is nothing to read or clear). */
+int pa_table_empty(const struct pa_table *t);
 
 /* A pair of tables with an active pointer, as the sampler uses them. */
 struct pa_tables {

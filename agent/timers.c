@@ -1,6 +1,7 @@
 /* timers.c: the per-thread timer sources (see timers.h).
  *
- * SIGNAL-HANDLER SIDE: pa_timer_is_ours and pa_timer_rearm (a bitmap read and an ioctl).
+ * SIGNAL-HANDLER SIDE: pa_timer_is_ours and pa_timer_rearm (a bitmap read and an ioctl),
+ * pa_timer_pause and pa_timer_resume (an ioctl or timer_settime).
  * Everything else runs in normal context under the sampler's registry lock. */
 #include "timers.h"
 
@@ -58,19 +59,6 @@ void pa_timer_rearm(const siginfo_t *si) {
         ioctl(fd, PERF_EVENT_IOC_REFRESH, 1); /* harmless on a closed descriptor */
 }
 
-const char *pa_timer_name(int kind) {
-    switch (kind) {
-    case PA_TIMER_PERF:
-        return "perf-task-clock";
-    case PA_TIMER_CPU:
-        return "cpu-timer";
-    case PA_TIMER_WALL:
-        return "wall-timer";
-    default:
-        return "none";
-    }
-}
-
 static int arm_posix(struct pa_timer *t, clockid_t clock, pid_t tid, unsigned rate) {
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
@@ -80,17 +68,9 @@ static int arm_posix(struct pa_timer *t, clockid_t clock, pid_t tid, unsigned ra
     sev._sigev_un._tid = tid;
     if (timer_create(clock, &sev, &t->timer) != 0)
         return -1;
-    long period = 1000000000L / (long)rate;
+    t->period_ns = 1000000000L / (long)rate;
     /* A random first expiry spreads threads' samples instead of lining them up. */
-    long first = 1 + (long)((unsigned long)random() % (unsigned long)period);
-    struct itimerspec its = {{period / 1000000000L, period % 1000000000L},
-                             {first / 1000000000L, first % 1000000000L}};
-    if (timer_settime(t->timer, 0, &its, NULL) != 0) {
-        int e = errno;
-        timer_delete(t->timer);
-        errno = e;
-        return -1;
-    }
+    t->first_ns = 1 + (long)((unsigned long)random() % (unsigned long)t->period_ns);
     return 0;
 }
 
@@ -107,17 +87,25 @@ static int arm_perf(struct pa_timer *t, pid_t tid, unsigned rate) {
     a.sample_period = 1000000000ULL / rate;
     a.wakeup_events = 1;
     a.disabled = 1;
+    /* Only overflows in user mode signal: one raised while the thread is in the kernel would
+     * be delivered into the system call it is entering, and a call such as nanosleep then
+     * returns EINTR (a CPU-time profiler must never interrupt a blocked thread). The price:
+     * time spent inside system calls is not sampled by perf events. */
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
     int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         if (errno == EACCES || errno == EPERM || errno == ENOSYS || errno == ENOENT)
             perf_denied = 1;
         return -1;
     }
-    /* Far from the low numbers a program counts on (dup2 targets, closerange(3, ...) loops
-     * see it anyway, which is why closing checks it is still ours). */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-    if (high >= 0) {
+    if (fd < 3) {
+        /* Never in a standard stream's slot: a program (or a child started with its stdin
+         * closed) that finds 0, 1 or 2 open behaves differently (test_posix's close_file). */
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         close(fd);
+        if (high < 0)
+            return -1;
         fd = high;
     }
     struct f_owner_ex owner = {F_OWNER_TID, tid};
@@ -139,18 +127,29 @@ static int arm_perf(struct pa_timer *t, pid_t tid, unsigned rate) {
     if (t->ring == MAP_FAILED)
         t->ring = NULL;
     fd_mark(perf_refresh, fd, t->ring == NULL);
-    int r = t->ring ? ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) : ioctl(fd, PERF_EVENT_IOC_REFRESH, 1);
-    if (r != 0) {
-        int e = errno;
-        if (t->ring)
-            munmap(t->ring, RING_BYTES);
-        t->ring = NULL;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    t->fd = fd;
+    t->fd = fd; /* created disabled: pa_timer_resume starts it */
     return 0;
+}
+
+int pa_timer_resume(const struct pa_timer *t) {
+    if (t->kind == PA_TIMER_PERF)
+        return t->ring ? ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0)
+                       : ioctl(t->fd, PERF_EVENT_IOC_REFRESH, 1);
+    if (t->kind == PA_TIMER_NONE)
+        return 0;
+    struct itimerspec its = {{t->period_ns / 1000000000L, t->period_ns % 1000000000L},
+                             {t->first_ns / 1000000000L, t->first_ns % 1000000000L}};
+    return timer_settime(t->timer, 0, &its, NULL);
+}
+
+void pa_timer_pause(const struct pa_timer *t) {
+    if (t->kind == PA_TIMER_PERF) {
+        ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+    } else if (t->kind != PA_TIMER_NONE) {
+        struct itimerspec off;
+        memset(&off, 0, sizeof off);
+        timer_settime(t->timer, 0, &off, NULL);
+    }
 }
 
 int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want) {
@@ -158,18 +157,19 @@ int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate
         return t->kind;
     t->fd = -1;
     t->ring = NULL;
-    if (want == PA_WANT_WALL) {
-        if (arm_posix(t, CLOCK_MONOTONIC, tid, rate) == 0)
-            t->kind = PA_TIMER_WALL;
-        return t->kind;
-    }
-    if ((want == PA_WANT_AUTO || want == PA_WANT_PERF) && arm_perf(t, tid, rate) == 0)
+    /* perf events first (any rate); POSIX CPU timers (no descriptor) are the fallback. Taking
+     * POSIX timers first within the kernel tick lost spawn workers' samples at SIGTERM
+     * (pool_workers): open, docs/harmless.md class 10. */
+    int perf_first = want == PA_WANT_PERF || want == PA_WANT_AUTO;
+    if (perf_first && arm_perf(t, tid, rate) == 0)
         return t->kind = PA_TIMER_PERF;
     if (want == PA_WANT_PERF)
         return PA_TIMER_NONE;
     clockid_t clock;
     if (pthread_getcpuclockid(pthread, &clock) == 0 && arm_posix(t, clock, tid, rate) == 0)
-        t->kind = PA_TIMER_CPU;
+        return t->kind = PA_TIMER_CPU;
+    if (want == PA_WANT_AUTO && !perf_first && arm_perf(t, tid, rate) == 0)
+        return t->kind = PA_TIMER_PERF;
     return t->kind;
 }
 

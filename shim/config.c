@@ -154,7 +154,7 @@ static void read_upload_config(struct pa_config *cfg) {
     cfg->tls_verify = env_bool("PYAGENT_TLS_VERIFY", 1);
     cfg->connect_timeout_ms = env_uint("PYAGENT_CONNECT_TIMEOUT_MS", 10, 600000, 3000);
     cfg->upload_timeout_ms = env_uint("PYAGENT_UPLOAD_TIMEOUT_MS", 10, 600000, 10000);
-    cfg->exit_timeout_ms = env_uint("PYAGENT_EXIT_TIMEOUT_MS", 0, 600000, 2000);
+    cfg->exit_timeout_ms = env_uint("PYAGENT_EXIT_TIMEOUT_MS", 0, 600000, 1000);
     cfg->spool_max_mb = env_uint("PYAGENT_SPOOL_MAX_MB", 1, 1000000, 64);
     env_str(cfg->spool_dir, sizeof cfg->spool_dir, "PYAGENT_SPOOL_DIR", NULL);
 }
@@ -224,8 +224,14 @@ void pa_config_read(struct pa_config *cfg) {
     read_upload_config(cfg);
 
     v = env("PYAGENT_OUTPUT");
-    if (v)
+    if (!v && !cfg->server[0])
+        v = "pyagent.%p.folded";
+    if (v) {
         set_output(cfg, v);
-    else if (!cfg->server[0])
-        set_output(cfg, "pyagent.%p.folded");
+        /* The first profiled process decides where profiles go, in the directory it started
+         * in (the one the user chose): its Python children inherit the absolute path, so a
+         * helper run in a scratch directory never leaves a profile there. */
+        if (strcmp(v, cfg->output) != 0)
+            setenv("PYAGENT_OUTPUT", cfg->output, 1);
+    }
 }

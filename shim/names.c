@@ -35,7 +35,7 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int wake, stopping, started;
 
 static int load_api(void) {
-#define LOAD(field, name) *(void **)&api.field = dlsym(RTLD_DEFAULT, name)
+#define LOAD(field, name) *(void **)&api.field = pa_py_sym(name)
     LOAD(gil_ensure, "PyGILState_Ensure");
     LOAD(gil_release, "PyGILState_Release");
     LOAD(import_get_module, "PyImport_GetModule");
@@ -111,8 +111,8 @@ static void *namer_main(void *arg) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         /* Poll briefly while a new thread is unnamed (it enters threading._active a moment
-         * after it starts), then sleep until the next thread is born. */
-        long wait_ms = tries > 0 && tries < 20 ? 50 : 60000;
+         * after it starts), then look again each second (for a new thread, or for the program gone). */
+        long wait_ms = tries > 0 && tries < 20 ? 50 : 1000;
         until.tv_sec += wait_ms / 1000;
         until.tv_nsec += (wait_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) {
@@ -126,7 +126,7 @@ static void *namer_main(void *arg) {
         wake = 0;
         int stop = stopping;
         pthread_mutex_unlock(&lock);
-        if (stop)
+        if (stop || pa_sampler_program_gone())
             return NULL;
         if (!pa_sampler_running())
             continue;

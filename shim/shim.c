@@ -3,12 +3,19 @@
  * The constructor decides whether this process is CPython (by its exported symbols) and
  * otherwise does nothing at all: LD_PRELOAD reaches every child a program starts, and a
  * shell, a compiler or git must not notice us. In CPython it reads the configuration and
- * starts the agent thread, which waits for the interpreter to be initialized before the
- * first timer is armed.
+ * starts sampling on the main thread at once (the handler takes no sample until the
+ * interpreter is initialized and its layout checked, pa_py_ready). No thread of ours exists
+ * in a single-threaded program that writes a local file: the agent thread (periodic refresh,
+ * wall mode's timers, uploads) starts with the program's second thread, or at once when
+ * uploading; see docs/architecture.md, "Threads".
  *
- * Interposed functions (pthread_create, fork via pthread_atfork, sigaction, signal, _exit,
- * _Exit) are thin: when the agent is inactive they go straight to the C library. */
+ * Interposed functions (pthread_create, fork via pthread_atfork, _exit, _Exit; the signal
+ * and exec functions in signals.c) are thin: when the agent is inactive they go straight to
+ * the C library. */
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../agent/chain.h"
 #include "../agent/frames.h"
 #include "../agent/guard.h"
 #include "../agent/native.h"
@@ -34,33 +42,28 @@
 
 static struct pa_config cfg;
 static struct pa_python py;
-static _Atomic int active;   /* this process is CPython and the agent is on */
-static pid_t agent_pid;      /* the process the agent state belongs to */
-static _Atomic int finished; /* final flush done */
+static _Atomic int active;        /* this process is CPython and the agent is on */
+static pid_t agent_pid;           /* the process the agent state belongs to */
+static _Atomic int finished;      /* final flush done */
+static _Atomic int agent_started; /* the agent thread was started in this process */
+static _Atomic int threaded;      /* the program started a thread of its own */
+static int forked;                /* this process is a fork child of the one that loaded us */
 
 /* The agent thread's control block. */
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ctl_cond = PTHREAD_COND_INITIALIZER;
-static int ctl_stop, ctl_done;
+static int ctl_stop;
 /* Serializes drains and file writes (agent thread, exit, fork). */
 static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the C library's own functions --------------------------------------------------------- */
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static __sighandler_t (*real_signal)(int, __sighandler_t);
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static void (*real__exit)(int);
 static void (*real__Exit)(int);
 
 static void *next_sym(const char *name) {
     return dlsym(RTLD_NEXT, name);
-}
-
-int pa_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    if (!real_sigaction)
-        *(void **)&real_sigaction = next_sym("sigaction");
-    return real_sigaction(sig, act, old);
 }
 
 int pa_real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
@@ -75,6 +78,11 @@ void pa_real_exit(int status) {
         *(void **)&real__exit = next_sym("_exit");
     real__exit(status);
     __builtin_unreachable(); /* the C library's _exit does not return */
+}
+
+/* Is the agent on in this very process? Not in a vfork child, which shares our memory. */
+int pa_shim_owner(void) {
+    return atomic_load(&active) && getpid() == agent_pid;
 }
 
 /* ---- the agent thread ---------------------------------------------------------------------- */
@@ -102,83 +110,77 @@ static double mono_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Drains, writes the local file, uploads. At exit, everything is bounded by
+/* Drains, spools, writes the local file under flush_lock: memory and local disk only, so fork
+ * and exit never wait long for it. Returns -1 when there is nothing to write: the first
+ * handlers found the interpreter's layout wrong (said once, and sampling stops). */
+static int save(int final) {
+    char err[256];
+    if (pa_py_verdict(&py, err, sizeof err) != 0) {
+        pa_sampler_stop();
+        if (atomic_exchange(&active, 0))
+            pa_log(PA_LOG_ERROR, "%s; not profiling", err);
+        return -1;
+    }
+    pthread_mutex_lock(&flush_lock);
+    /* The final save is the last: the agent thread, which exit does not wait for, may come
+     * here after it, and must not drain (again) or write. */
+    int late = !final && atomic_load(&finished);
+    if (!late) {
+        pa_uploader_drain(final);
+        pa_uploader_spool();
+        pa_uploader_write_local(final);
+    }
+    pthread_mutex_unlock(&flush_lock);
+    if (late)
+        return -1;
+    return 0;
+}
+
+/* Saves, then uploads with no lock of ours held. At exit the upload is bounded by
  * PYAGENT_EXIT_TIMEOUT_MS: what cannot be sent by then stays in the spool. */
 static void flush(int final) {
-    pthread_mutex_lock(&flush_lock);
-    pa_uploader_drain();
-    pa_uploader_upload(final ? mono_now() + cfg.exit_timeout_ms / 1000.0 : 0, final);
-    pa_uploader_write_local(final);
-    pthread_mutex_unlock(&flush_lock);
+    double deadline = final ? mono_now() + cfg.exit_timeout_ms / 1000.0 : 0;
+    if (save(final) == 0)
+        pa_uploader_send(deadline, final);
+}
+
+/* Before exec (shim/signals.c): no destructor runs in a replaced image, so what was sampled is
+ * written now, the local file and the spool (which the next process sends); no upload, which
+ * would be network I/O on the program's thread. If exec fails, sampling goes on. Not in a
+ * forked child: one that execs at once (subprocess's does, on 3.8 with fork) may still have
+ * caught a sample, and would leave a profile of a process that never ran Python code of its
+ * own; a forked child that runs Python for long and then execs loses its profile. */
+void pa_shim_before_exec(void) {
+    if (pa_shim_owner() && !forked && !atomic_load(&finished) && pa_uploader_has_samples())
+        save(0);
 }
 
 static void *agent_main(void *arg) {
     (void)arg;
-    /* Sampling starts once the interpreter is initialized: promptly for `python app.py`
-     * (5 ms), cheaply for a program that embeds Python and may never start it (up to 1 s). */
-    for (long wait = 5; !pa_py_initialized(); wait = wait < 1000 ? wait * 2 : 1000)
-        if (ctl_wait(wait))
-            goto out;
-    /* The interpreter may be mid-way through re-initializing itself: after a fork its main
-     * thread deletes and re-creates the GIL-state TSS key and the thread list right after
-     * fork() returns, while this thread already runs. Only a layout that stays wrong for a
-     * second is a verdict. */
-    char err[256];
-    for (int tries = 0; pa_py_verify(&py, err, sizeof err) != 0; tries++) {
-        if (tries == 50) {
-            pa_log(PA_LOG_ERROR, "%s; not profiling", err);
-            atomic_store(&active, 0);
-            goto out;
-        }
-        if (ctl_wait(20))
-            goto out;
-    }
-    if (cfg.native) {
-        /* Normal context, before the first signal: find the loader's lock and the
-         * evaluation loop, prime libunwind. */
-        uintptr_t lo;
-        size_t size;
-        if (pa_native_init() != 0) {
-            pa_log(PA_LOG_ERROR, "PYAGENT_NATIVE=1: cannot set up native unwinding safely here "
-                                 "(loader lock or evaluation loop not found); Python frames only");
-            pa_sampler_set_native(0);
-        } else if (pa_symbols_find("_PyEval_EvalFrameDefault.cold", &lo, &size) == 0) {
-            pa_native_add_eval_range(lo, lo + size); /* gcc splits the loop's cold path off */
-        }
-    }
-    if (pa_sampler_start(err, sizeof err) != 0) {
-        pa_log(PA_LOG_ERROR, "%s; not profiling", err);
-        atomic_store(&active, 0);
-        goto out;
-    }
-    pa_names_start();
-    struct pa_sampler_stats st;
-    pa_sampler_get_stats(&st);
-    static const char *const what[] = {"CPU time", "wall-clock time", "GIL-holding time"};
-    pa_log(PA_LOG_INFO, "profiling Python %s at %u Hz of %s (%s)%s%s", py.version, cfg.rate,
-           what[cfg.mode], st.timer, pa_uploader_output_path()[0] ? " into " : "",
-           pa_uploader_output_path());
+    int seen_initialized = 0, torn_down = 0;
     for (;;) {
         /* Wake often enough to notice finalization promptly; flush every interval. */
         long waited = 0;
         int stop = 0;
-        while (waited < (long)cfg.interval_s * 1000 && !(stop = ctl_wait(100))) {
+        while (waited < (long)cfg.interval_s * 1000 && !(stop = ctl_wait(100)) &&
+               !pa_sampler_program_gone()) {
             waited += 100;
-            pa_sampler_reconcile();
-            if (pa_py_finalizing(&py) || !pa_py_initialized()) {
-                pa_sampler_stop(); /* sampling ends before the interpreter is torn down */
-                break;
-            }
+            /* Sampling may have started before the interpreter (it waits for it in the
+             * handler); once the interpreter is torn down the handler counts <shutdown>
+             * without reading it, and nothing here reads its thread states any more. */
+            int up = pa_py_initialized();
+            seen_initialized |= up;
+            int was = torn_down;
+            torn_down |= pa_py_finalizing(&py) || (seen_initialized && !up);
+            if (!torn_down)
+                pa_sampler_reconcile();
+            else if (!was && cfg.mode != PA_WALK_CPU)
+                pa_sampler_stop(); /* wall and GIL modes end with the interpreter */
         }
-        if (stop)
-            break;
+        if (stop || pa_sampler_program_gone())
+            break; /* the final flush runs at exit (the destructor), as for any exit */
         flush(0);
     }
-out:
-    pthread_mutex_lock(&ctl_lock);
-    ctl_done = 1;
-    pthread_cond_broadcast(&ctl_cond);
-    pthread_mutex_unlock(&ctl_lock);
     return NULL;
 }
 
@@ -189,37 +191,93 @@ int pa_spawn_agent_thread(void *(*fn)(void *)) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pa_real_pthread_sigmask(SIG_SETMASK, &all, &old);
     int r = pa_real_pthread_create(&t, &attr, fn, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     return r;
 }
 
-static int start_agent_thread(void) {
-    ctl_stop = ctl_done = 0;
-    return pa_spawn_agent_thread(agent_main);
+/* The agent thread, once per process, when it is needed: uploads, or a program with threads
+ * of its own (the local file is then refreshed every interval, and wall mode's timers follow
+ * the threads that run Python). A single-threaded program writing a local file has none. */
+static void need_agent_thread(void) {
+    if (atomic_exchange(&agent_started, 1))
+        return;
+    ctl_stop = 0;
+    if (pa_spawn_agent_thread(agent_main) != 0)
+        pa_log(PA_LOG_WARN, "cannot start the agent thread; the profile is written at exit only");
 }
 
-/* Stops sampling, waits (bounded) for the agent thread, writes the final profile. */
+/* The program starts a thread of its own (from pthread_create, before it does): the agent
+ * thread and the namer start now (docs/architecture.md, "Threads"). */
+static void on_program_thread(void) {
+    if (atomic_exchange(&threaded, 1))
+        return;
+    need_agent_thread();
+    pa_names_start();
+}
+
+/* Starts sampling from the calling thread, in normal context, with no thread of ours:
+ * the constructor (the main thread), or a forked child's atfork handler. */
+static int start_sampling(void) {
+    char err[256];
+    if (pa_sampler_start(err, sizeof err) != 0) {
+        pa_log(PA_LOG_ERROR, "%s; not profiling", err);
+        atomic_store(&active, 0);
+        return -1;
+    }
+    pa_sampler_arm_self();
+    if (cfg.server[0])
+        need_agent_thread();
+    return 0;
+}
+
+static _Atomic pid_t flushing_tid; /* the thread in the final flush, 0 when none */
+static _Atomic int death_pending;  /* a fatal signal that came during it (shim/signals.c) */
+
+pid_t pa_shim_exit_flusher(void) {
+    return atomic_load(&flushing_tid);
+}
+
+void pa_shim_die_after_flush(int sig) {
+    atomic_store(&death_pending, sig);
+}
+
+static void final_flush_once(void);
+
+/* The final flush; a default-fatal signal that arrived meanwhile (on_death) is taken when it
+ * is done: the program was already ending, and the signal kills it as it would have. */
 static void final_flush(void) {
     if (!atomic_load(&active) || getpid() != agent_pid)
         return;
     if (atomic_exchange(&finished, 1))
         return;
+    atomic_store(&flushing_tid, (pid_t)syscall(SYS_gettid));
+    final_flush_once();
+    atomic_store(&flushing_tid, 0);
+    int sig = atomic_exchange(&death_pending, 0);
+    if (sig)
+        pa_chain_default(sig);
+}
+
+/* Stops sampling, tells the agent thread to stop, writes the final profile. */
+static void final_flush_once(void) {
     pa_sampler_stop();
     pa_names_stop();
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 2;
+    /* The agent thread is told to stop, not waited for: it may be in the middle of an upload,
+     * which the final flush asks to end (see pa_send_flush). */
     pthread_mutex_lock(&ctl_lock);
     ctl_stop = 1;
     pthread_cond_broadcast(&ctl_cond);
-    while (!ctl_done && pthread_cond_timedwait(&ctl_cond, &ctl_lock, &until) == 0)
-        ;
     pthread_mutex_unlock(&ctl_lock);
     flush(1);
     pa_guard_uninstall();
+}
+
+/* The death handler (shim/signals.c) at a safe point: the final flush, as at exit. */
+void pa_shim_death_flush(void) {
+    final_flush();
 }
 
 /* ---- fork ---------------------------------------------------------------------------------- */
@@ -242,6 +300,7 @@ static void fork_child(void) {
     if (!atomic_load(&active))
         return;
     /* Only this thread survived; our locks are re-made, not unlocked by a dead owner. */
+    forked = 1;
     pthread_mutex_init(&flush_lock, NULL);
     pthread_mutex_init(&ctl_lock, NULL);
     pthread_cond_init(&ctl_cond, NULL);
@@ -250,15 +309,69 @@ static void fork_child(void) {
     pa_sampler_fork_child();
     pa_uploader_fork_child();
     pa_names_fork_child();
-    if (start_agent_thread() != 0)
-        atomic_store(&active, 0);
+    pa_signals_fork_child();
+    /* The child has one thread, this one: no thread of ours unless it uploads. */
+    atomic_store(&agent_started, 0);
+    atomic_store(&threaded, 0);
+    start_sampling();
 }
 
 /* ---- load and unload ----------------------------------------------------------------------- */
 
-__attribute__((constructor)) static void pa_load(void) {
-    if (!pa_py_present())
-        return; /* not CPython: nothing at all */
+/* Native frames, set up in the constructor while this is the only thread (see native.h):
+ * libunwind with our guarded reads, the loader's lock, the evaluation loop. */
+static void set_up_native(void) {
+    uintptr_t lo;
+    size_t size;
+    if (pa_native_prime() != 0 || pa_native_init() != 0) {
+        pa_log(PA_LOG_ERROR, "PYAGENT_NATIVE=1: cannot set up native unwinding safely here "
+                             "(loader lock or evaluation loop not found); Python frames only");
+        pa_sampler_set_native(0);
+    } else if (pa_symbols_find("_PyEval_EvalFrameDefault.cold", &lo, &size) == 0) {
+        pa_native_add_eval_range(lo, lo + size); /* gcc splits the loop's cold path off */
+    }
+}
+
+/* The executable segments of the interpreter (libpython, or python itself when it is linked
+ * in), of this library and of the dynamic loader: where a thread interrupted by a fatal
+ * signal may or may not flush (shim/signals.c). */
+struct text_search {
+    uintptr_t addr[2]; /* an address inside each: Py_GetVersion, ours */
+    uintptr_t ld_base; /* the loader's load address (AT_BASE) */
+    uintptr_t range[6];
+};
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    struct text_search *t = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        for (int k = 0; k < 3; k++)
+            if (k < 2 ? t->addr[k] >= lo && t->addr[k] < hi : info->dlpi_addr == t->ld_base) {
+                t->range[2 * k] = lo;
+                t->range[2 * k + 1] = hi;
+            }
+    }
+    return 0;
+}
+
+static void watch_deaths(void) {
+    struct text_search t = {
+        {(uintptr_t)pa_py_sym("Py_GetVersion"), (uintptr_t)&watch_deaths}, getauxval(AT_BASE), {0}};
+    dl_iterate_phdr(find_text, &t);
+    pa_signals_watch_deaths(t.range, cfg.exit_timeout_ms);
+}
+
+/* Switches the agent on in a process that is CPython: at load, or when libpython is loaded
+ * later (dlopen below), in the thread that loaded it. Once per process. */
+static _Atomic int agent_tried; /* start_agent ran (it runs once) */
+
+static void start_agent(void) {
+    if (atomic_exchange(&agent_tried, 1))
+        return;
     pa_config_read(&cfg);
     if (!cfg.enabled)
         return;
@@ -275,14 +388,34 @@ __attribute__((constructor)) static void pa_load(void) {
         pa_log(PA_LOG_ERROR, "cannot allocate the sampler's tables; not profiling");
         return;
     }
+    if (!pa_uploader_output_path()[0] && !cfg.server[0]) {
+        /* PYAGENT_OUTPUT=/dev/null (or a path that is not a file) and no server: a profile
+         * would go nowhere, so there is nothing to sample for. */
+        pa_log(PA_LOG_INFO, "no local file and no server; not profiling");
+        return;
+    }
+    if (cfg.native)
+        set_up_native();
+    pa_py_initialized(); /* looks Py_IsInitialized up for the handler (pa_py_ready) */
     agent_pid = getpid();
     pa_sampler_thread_begin(); /* the main thread */
+    pa_threads_set_name((unsigned long)pthread_self(), "MainThread");
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atomic_store(&active, 1);
-    if (start_agent_thread() != 0) {
-        atomic_store(&active, 0);
-        pa_log(PA_LOG_ERROR, "cannot start the agent thread; not profiling");
-    }
+    if (start_sampling() != 0)
+        return;
+    watch_deaths();
+    struct pa_sampler_stats st;
+    pa_sampler_get_stats(&st);
+    static const char *const what[] = {"CPU time", "wall-clock time", "GIL-holding time"};
+    pa_log(PA_LOG_INFO, "profiling Python %s at %u Hz of %s (%s)%s%s", py.version, cfg.rate,
+           what[cfg.mode], st.timer, pa_uploader_output_path()[0] ? " into " : "",
+           pa_uploader_output_path());
+}
+
+__attribute__((constructor)) static void pa_load(void) {
+    if (pa_py_present())
+        start_agent(); /* else not CPython (yet: see dlopen): nothing at all */
 }
 
 __attribute__((destructor)) static void pa_unload(void) {
@@ -308,6 +441,7 @@ PA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
                              void *arg) {
     if (!atomic_load(&active))
         return pa_real_pthread_create(t, attr, fn, arg);
+    on_program_thread();
     struct start *s = malloc(sizeof *s);
     if (!s)
         return pa_real_pthread_create(t, attr, fn, arg);
@@ -319,38 +453,32 @@ PA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
     return r;
 }
 
-PA_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    if (atomic_load(&active) &&
-        (pa_sampler_app_sigaction(sig, act, old) || pa_guard_app_sigaction(sig, act, old)))
-        return 0;
-    return pa_real_sigaction(sig, act, old);
-}
+/* uWSGI, mod_wsgi and other embedders load libpython with dlopen after start, so the
+ * constructor found no CPython. After the real dlopen, an object that is CPython switches the
+ * agent on (once; sampling waits in the handler for Py_Initialize, as at load). The cost for
+ * other programs: one flag test per dlopen, and two dlsym per dlopen until one is CPython. */
+static void *(*real_dlopen)(const char *, int);
 
-PA_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
-    if (atomic_load(&active) && (sig == SIGPROF || sig == SIGSEGV || sig == SIGBUS)) {
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = handler;
-        sa.sa_flags = SA_RESTART; /* glibc's signal() has BSD semantics */
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(sig, &sa, &old) != 0)
-            return SIG_ERR;
-        return old.sa_handler;
-    }
-    if (!real_signal)
-        *(void **)&real_signal = next_sym("signal");
-    return real_signal(sig, handler);
+PA_EXPORT void *dlopen(const char *file, int mode) {
+    if (!real_dlopen)
+        *(void **)&real_dlopen = next_sym("dlopen");
+    void *h = real_dlopen(file, mode);
+    if (h && file && !atomic_load(&agent_tried) && pa_py_present_in(h))
+        start_agent();
+    return h;
 }
 
 /* os._exit() skips atexit and destructors: a multiprocessing child ends this way, and its
  * profile must still be written. */
 PA_EXPORT void _exit(int status) {
-    final_flush();
+    if (!pa_handler_depth) /* from a signal handler: no lock, no malloc, no flush */
+        final_flush();
     pa_real_exit(status);
 }
 
 PA_EXPORT void _Exit(int status) {
-    final_flush();
+    if (!pa_handler_depth)
+        final_flush();
     if (!real__Exit)
         *(void **)&real__Exit = next_sym("_Exit");
     real__Exit(status);

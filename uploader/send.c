@@ -4,7 +4,14 @@
  * /ingest query string (name with labels, from, until, sampleRate, spyName, format), so a
  * file left by an earlier run is resent exactly as it was meant. File names sort by time:
  * UNTILMS-PID-SEQ.spool. A file being sent is renamed to NAME.sending-PID first, so two
- * processes sharing a spool (a program and its forked children) never send one twice. */
+ * processes sharing a spool (a program and its forked children) never send one twice.
+ *
+ * No lock of the program's path is held across network I/O: spooling (local disk) and sending
+ * are separate steps, sending has a lock of its own, and the exit path takes that lock only
+ * until its deadline and asks a transfer in flight on the agent thread to give up. Every
+ * upload uses a fresh connection on a close-on-exec socket: a cached connection's descriptor
+ * may have been closed by the program and its number reused for one of the program's own
+ * sockets (daemons close every descriptor), and the request would be written there. */
 #include "send.h"
 
 #include <curl/curl.h>
@@ -12,10 +19,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +38,15 @@ static unsigned seq;
 static double retry_at; /* monotonic seconds */
 static unsigned failures;
 static struct pa_send_stats stats;
+/* Serializes sending (spool claims, counters, back-off); never held by fork or the exit path
+ * beyond the exit deadline. */
+static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Monotonic ns: a transfer that started before this gives up (exit wants the lock). */
+static _Atomic uint64_t abort_before_ns;
+/* The socket of the transfer in flight (-1 none), to close it in a forked child. */
+static int inflight_fd = -1;
+static dev_t inflight_dev;
+static ino_t inflight_ino;
 
 /* libcurl, loaded on demand. */
 static struct {
@@ -35,7 +54,6 @@ static struct {
     CURLcode (*global_init)(long);
     CURL *(*init)(void);
     void (*cleanup)(CURL *);
-    void (*reset)(CURL *);
     CURLcode (*setopt)(CURL *, CURLoption, ...);
     CURLcode (*perform)(CURL *);
     CURLcode (*getinfo)(CURL *, CURLINFO, ...);
@@ -45,12 +63,15 @@ static struct {
     char *(*escape)(CURL *, const char *, int);
     void (*free)(void *);
 } curl;
-static CURL *handle;
 
-static double mono(void) {
+static uint64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double mono(void) {
+    return (double)mono_ns() / 1e9;
 }
 
 static int load_curl(void) {
@@ -68,7 +89,6 @@ static int load_curl(void) {
     LOAD(global_init, "curl_global_init");
     LOAD(init, "curl_easy_init");
     LOAD(cleanup, "curl_easy_cleanup");
-    LOAD(reset, "curl_easy_reset");
     LOAD(setopt, "curl_easy_setopt");
     LOAD(perform, "curl_easy_perform");
     LOAD(getinfo, "curl_easy_getinfo");
@@ -231,8 +251,15 @@ int pa_send_init(const struct pa_config *c) {
 void pa_send_fork_child(void) {
     if (!cfg.server[0])
         return;
-    /* The parent's connection must not be shared; pid is a label. */
-    handle = NULL;
+    /* Only this thread survived: a transfer the agent thread had in flight is the parent's.
+     * Its socket is closed here (if the descriptor is still that socket), its memory left. */
+    pthread_mutex_init(&send_lock, NULL);
+    struct stat st;
+    if (inflight_fd >= 0 && fstat(inflight_fd, &st) == 0 && st.st_dev == inflight_dev &&
+        st.st_ino == inflight_ino)
+        close(inflight_fd);
+    inflight_fd = -1;
+    atomic_store(&abort_before_ns, 0);
     seq = 0;
     failures = 0;
     retry_at = 0;
@@ -385,21 +412,54 @@ static size_t on_reply(char *data, size_t size, size_t n, void *arg) {
     return bytes;
 }
 
-/* POSTs one spool file. Returns 0 sent, 1 rejected for good (4xx), -1 failed (retry). */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a) {
+    (void)arg;
+    (void)purpose;
+    int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        inflight_dev = st.st_dev;
+        inflight_ino = st.st_ino;
+        inflight_fd = fd;
+    }
+    return fd >= 0 ? fd : CURL_SOCKET_BAD;
+}
+
+static int close_socket(void *arg, curl_socket_t fd) {
+    (void)arg;
+    if (fd == inflight_fd)
+        inflight_fd = -1;
+    return close(fd);
+}
+
+/* Progress callback: nonzero ends the transfer (the exit path wants the lock). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return *(const uint64_t *)arg < atomic_load(&abort_before_ns);
+}
+
+enum { POST_SENT = 0, POST_REJECTED = 1, POST_FAILED = -1, POST_UNREACHABLE = -2 };
+
+/* POSTs one spool file, on a connection of its own. */
 static int post(const char *query, const char *body, size_t len, double deadline) {
-    if (!handle && !(handle = curl.init()))
-        return -1;
-    curl.reset(handle);
+    CURL *handle = curl.init();
+    if (!handle)
+        return POST_FAILED;
+    uint64_t started = mono_ns();
     char url[8192];
     const char *slash = cfg.server[strlen(cfg.server) - 1] == '/' ? "" : "/";
-    if (snprintf(url, sizeof url, "%s%singest?%s", cfg.server, slash, query) >= (int)sizeof url)
-        return 1; /* cannot happen with our own spool files; never retry it */
+    if (snprintf(url, sizeof url, "%s%singest?%s", cfg.server, slash, query) >= (int)sizeof url) {
+        curl.cleanup(handle);
+        return POST_REJECTED; /* cannot happen with our own spool files; never retry it */
+    }
     long total_ms = (long)cfg.upload_timeout_ms, connect_ms = (long)cfg.connect_timeout_ms;
     if (deadline > 0) {
         long left = (long)((deadline - mono()) * 1000);
         if (left < 1) {
             pa_log(PA_LOG_DEBUG, "no time left to upload before exit");
-            return -1;
+            curl.cleanup(handle);
+            return POST_FAILED;
         }
         if (total_ms > left)
             total_ms = left;
@@ -429,6 +489,12 @@ static int post(const char *query, const char *body, size_t len, double deadline
     curl.setopt(handle, CURLOPT_USERAGENT, "pyagent/0.1");
     /* No SIGALRM for DNS time-outs: the program's signals are its own. */
     curl.setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    curl.setopt(handle, CURLOPT_FORBID_REUSE, 1L);
+    curl.setopt(handle, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl.setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+    curl.setopt(handle, CURLOPT_NOPROGRESS, 0L);
+    curl.setopt(handle, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl.setopt(handle, CURLOPT_XFERINFODATA, &started);
     curl.setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
     curl.setopt(handle, CURLOPT_TIMEOUT_MS, total_ms);
     curl.setopt(handle, CURLOPT_WRITEFUNCTION, on_reply);
@@ -445,21 +511,25 @@ static int post(const char *query, const char *body, size_t len, double deadline
     CURLcode rc = curl.perform(handle);
     long status = 0;
     curl.getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+    curl.cleanup(handle);
     curl.slist_free_all(h);
     if (rc != CURLE_OK) {
         pa_log(PA_LOG_DEBUG, "upload to %s failed: %s", cfg.server, curl.strerror(rc));
-        return -1;
+        return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+                       rc == CURLE_COULDNT_RESOLVE_PROXY
+                   ? POST_UNREACHABLE
+                   : POST_FAILED;
     }
     if (status >= 200 && status < 300)
-        return 0;
+        return POST_SENT;
     reply.text[strcspn(reply.text, "\r\n")] = 0;
     if (status >= 400 && status < 500 && status != 408 && status != 429) {
         pa_log(PA_LOG_ERROR, "%s rejected a profile (HTTP %ld: %s); it is dropped", cfg.server,
                status, reply.text);
-        return 1;
+        return POST_REJECTED;
     }
     pa_log(PA_LOG_DEBUG, "upload to %s: HTTP %ld %s", cfg.server, status, reply.text);
-    return -1;
+    return POST_FAILED;
 }
 
 /* Reads a claimed spool file: query (without the header's prefix) and body. */
@@ -482,11 +552,28 @@ static int read_spool(const char *path, char *query, size_t qlen, pa_buf *body) 
     return 0;
 }
 
+/* The send lock; at exit (deadline > 0) only until the deadline, after asking a transfer in
+ * flight to end. Returns 0 when held. */
+static int lock_sending(double deadline) {
+    if (deadline <= 0)
+        return pthread_mutex_lock(&send_lock);
+    atomic_store(&abort_before_ns, mono_ns());
+    struct timespec until = {(time_t)deadline, (long)((deadline - (double)(time_t)deadline) * 1e9)};
+    return pthread_mutex_clocklock(&send_lock, CLOCK_MONOTONIC, &until);
+}
+
 void pa_send_flush(double deadline, int respect_backoff) {
     if (!cfg.server[0] || !spool_dir[0] || !curl.so)
         return;
-    if (respect_backoff && mono() < retry_at)
+    if (lock_sending(deadline) != 0) {
+        pa_log(PA_LOG_DEBUG, "an upload in flight outlasted the exit deadline; the profile stays "
+                             "in the spool");
         return;
+    }
+    if (respect_backoff && mono() < retry_at) {
+        pthread_mutex_unlock(&send_lock);
+        return;
+    }
     size_t n;
     uint64_t bytes;
     char **names = list_spool(&n, &bytes);
@@ -512,7 +599,7 @@ void pa_send_flush(double deadline, int respect_backoff) {
         pa_buf_free(&body);
         if (r >= 0) {
             unlink(claimed);
-            if (r == 0)
+            if (r == POST_SENT)
                 stats.sent++;
             else
                 stats.rejected++;
@@ -522,9 +609,14 @@ void pa_send_flush(double deadline, int respect_backoff) {
         rename(claimed, path);
         stats.failed_attempts++;
         failures++;
+        /* Ended because the exit path wants the lock: it sends what is left. */
+        if (deadline <= 0 && atomic_load(&abort_before_ns))
+            break;
         /* At exit there is no later: use the time that is left to try again (a server that
-         * resets or restarts is often back within a second), then leave the rest spooled. */
-        if (!respect_backoff && deadline > 0 && deadline - mono() > 0.3) {
+         * resets or restarts is often back within a second), then leave the rest spooled. A
+         * server that refuses connections is not coming back within the deadline: the exit
+         * does not wait for it. */
+        if (!respect_backoff && deadline > 0 && r != POST_UNREACHABLE && deadline - mono() > 0.3) {
             struct timespec pause = {0, 200 * 1000000L};
             nanosleep(&pause, NULL);
             i--;
@@ -543,4 +635,5 @@ void pa_send_flush(double deadline, int respect_backoff) {
         break;
     }
     free_list(names, n);
+    pthread_mutex_unlock(&send_lock);
 }

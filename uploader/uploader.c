@@ -8,7 +8,10 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +33,7 @@ static time_t started;
 static uint64_t dropped_total;
 static int write_failed_logged;
 static double cpu_at_start; /* process CPU seconds when sampling started */
+static int spooled;         /* this process has put a profile of its own in the spool */
 
 static double process_cpu(void) {
     struct timespec cpu;
@@ -39,6 +43,30 @@ static double process_cpu(void) {
 
 static const char *mode_name(void) {
     return cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
+}
+
+/* The profile replaces out_path by rename, which is right only for a regular file (or none
+ * yet): a FIFO, a device or a socket named there stays what it is. /dev/null, the natural way
+ * to say "no file", quietly means no local file; anything else says so once. A symbolic link
+ * to a regular file is followed, so the link stays a link. Returns 0 when the path can be
+ * written, else -1 with out_path cleared. */
+static int check_out_path(void) {
+    struct stat st;
+    if (lstat(out_path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0; /* absent (the write reports other errors) or regular */
+    if (S_ISLNK(st.st_mode) && stat(out_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        char target[PATH_MAX];
+        if (realpath(out_path, target) && strlen(target) < sizeof out_path) {
+            strcpy(out_path, target);
+            return 0;
+        }
+    }
+    int null = stat(out_path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+    if (!null)
+        pa_log(PA_LOG_ERROR, "PYAGENT_OUTPUT: %s is not a regular file; no local profile written",
+               out_path);
+    out_path[0] = 0;
+    return -1;
 }
 
 static void set_out_path(int child) {
@@ -51,6 +79,7 @@ static void set_out_path(int child) {
         size_t n = strlen(out_path);
         snprintf(out_path + n, sizeof out_path - n, ".%d", (int)getpid());
     }
+    check_out_path();
 }
 
 int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
@@ -94,7 +123,9 @@ static uint32_t code_frame(const struct pa_frame *f) {
         [PA_SYN_TRUNCATED] = "<truncated>",
         [PA_SYN_NO_PYTHON] = "<no Python frames>",
         [PA_SYN_IDLE] = "<idle>",
-        [PA_SYN_GIL_WAIT] = "<waiting for the GIL>"};
+        [PA_SYN_GIL_WAIT] = "<waiting for the GIL>",
+        [PA_SYN_STARTUP] = "<startup>",
+        [PA_SYN_SHUTDOWN] = "<shutdown>"};
     if (f->id < PA_SYN_FIRST_CODE)
         n = snprintf(buf, sizeof buf, "%s", synthetic[f->id] ? synthetic[f->id] : "<unknown>");
     else if (f->line > 0)
@@ -120,11 +151,19 @@ static int is_plumbing(uintptr_t ip) {
     return s.in_interpreter || (s.object && strncmp(s.object, "libc.so", 7) == 0);
 }
 
-void pa_uploader_drain(void) {
+int pa_uploader_has_samples(void) {
+    struct pa_tables *ts = pa_sampler_tables();
+    return pa_profile_total(total) || pa_profile_total(pending) || !pa_table_empty(&ts->t[0]) ||
+           !pa_table_empty(&ts->t[1]);
+}
+
+void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
     uint32_t ids[520];
-    for (uint32_t i = 0; i <= t->mask; i++) {
+    /* A short program may have no sample at all: its table is not read page by page. */
+    uint32_t slots = pa_table_empty(t) ? 0 : t->mask + 1;
+    for (uint32_t i = 0; i < slots; i++) {
         struct pa_table_slot *s = &t->slots[i];
         if (atomic_load(&s->state) != 2)
             continue;
@@ -142,11 +181,12 @@ void pa_uploader_drain(void) {
         pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
     }
     dropped_total += atomic_load(&t->dropped);
-    pa_table_clear(t);
+    if (!final) /* the last drain: clearing would only dirty pages of a process that ends */
+        pa_table_clear(t);
     pa_threads_prune();
 }
 
-void pa_uploader_upload(double deadline, int final) {
+void pa_uploader_spool(void) {
     time_t now = time(NULL);
     char rate[16];
     snprintf(rate, sizeof rate, "%u", cfg.rate);
@@ -154,14 +194,22 @@ void pa_uploader_upload(double deadline, int final) {
     pa_profile_set_meta(pending, "mode", mode_name());
     if (out_path[0])
         pa_profile_merge(total, pending);
-    if (cfg.server[0]) {
+    if (cfg.server[0] && pa_profile_total(pending) > 0) {
         /* from/until must not be empty: the collector and Pyroscope want until > from. */
-        pa_send_spool(pending, pending_from, now > pending_from ? now : pending_from + 1);
-        pa_send_flush(deadline, !final);
+        time_t until = now > pending_from ? now : pending_from + 1;
+        spooled |= pa_send_spool(pending, pending_from, until) == 0;
     }
     pa_profile_free(pending);
     pending = pa_profile_new();
     pending_from = now;
+}
+
+void pa_uploader_send(double deadline, int final) {
+    /* At exit only a process that spooled profiles of its own sends: a forked child that
+     * sampled nothing does not spend its exit on the spool its parent left, which the parent
+     * or the next process sends. */
+    if (cfg.server[0] && (!final || spooled))
+        pa_send_flush(deadline, !final);
 }
 
 static void set_meta_u64(const char *key, uint64_t v) {
@@ -171,7 +219,8 @@ static void set_meta_u64(const char *key, uint64_t v) {
 }
 
 int pa_uploader_write_local(int final) {
-    if (!out_path[0])
+    /* Checked again at each write: the program may have made the path a FIFO meanwhile. */
+    if (!out_path[0] || check_out_path() != 0)
         return 0;
     struct pa_sampler_stats st;
     pa_sampler_get_stats(&st);
@@ -237,5 +286,6 @@ void pa_uploader_fork_child(void) {
     pa_send_fork_child();
     dropped_total = 0;
     write_failed_logged = 0;
+    spooled = 0;
     set_out_path(1);
 }

@@ -11,12 +11,19 @@
 #include "../shim/config.h"
 
 int pa_uploader_init(const struct pa_config *cfg, const struct pa_python *py);
-/* Moves every sample counted so far into the profiles. */
-void pa_uploader_drain(void);
+/* Was anything sampled in this process (drained or not)? */
+int pa_uploader_has_samples(void);
+/* Moves every sample counted so far into the profiles. final: the last drain of this process
+ * (the table is left as it is). */
+void pa_uploader_drain(int final);
 /* Hands what was drained since the last call to the local profile and, with a server, to the
- * spool, then sends the spool until deadline (monotonic seconds; 0 = the configured time-outs
- * only). final: the last upload of this process (ignores back-off). */
-void pa_uploader_upload(double deadline, int final);
+ * spool (local disk only). */
+void pa_uploader_spool(void);
+/* With a server, sends the spool until deadline (monotonic seconds; 0 = the configured
+ * time-outs only). Network I/O: the caller holds no lock. final: the last upload of this
+ * process (ignores back-off, ends at the deadline; nothing from a process that never spooled a
+ * profile of its own). */
+void pa_uploader_send(double deadline, int final);
 /* Writes the local file (if one is configured). final: the last write of this process. */
 int pa_uploader_write_local(int final);
 /* The child of a fork starts with empty profiles and its own file name. */
