@@ -21,8 +21,33 @@ bool pa_coll_is_gzip(const uint8_t *p, size_t n) {
     return n >= 2 && p[0] == 0x1f && p[1] == 0x8b;
 }
 
-int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, uint8_t **out, size_t *outlen,
-                   char *msg, size_t msglen) {
+bool pa_coll_share_take(struct pa_coll_share *s, size_t n) {
+    if (s == NULL || s->budget == NULL)
+        return true;
+    size_t before = atomic_fetch_add(&s->budget->used, n);
+    if (before + n > s->budget->limit) {
+        atomic_fetch_sub(&s->budget->used, n);
+        return false;
+    }
+    s->taken += n;
+    return true;
+}
+
+void pa_coll_share_release(struct pa_coll_share *s) {
+    if (s->budget && s->taken)
+        atomic_fetch_sub(&s->budget->used, s->taken);
+    s->taken = 0;
+}
+
+static int budget_spent(struct pa_coll_share *share, char *msg, size_t msglen) {
+    return fail(503, msg, msglen,
+                "gzip: the memory for decompression (%zu bytes, shared by all uploads in flight) "
+                "is in use; retry later",
+                share->budget->limit);
+}
+
+int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_share *share,
+                   uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
@@ -30,8 +55,16 @@ int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, uint8_t **out, siz
     size_t cap = n * 4 + 4096, len = 0;
     if (cap > limit + 1)
         cap = limit + 1;
-    uint8_t *buf = malloc(cap);
     int status = 0;
+    uint8_t *buf = NULL;
+    /* The buffer may reach limit + 1 bytes (to see that the output is over the limit); the
+     * budget is charged for at most limit, so one upload of exactly the limit fits in a
+     * budget of the same size. */
+    if (!pa_coll_share_take(share, cap > limit ? limit : cap)) {
+        status = budget_spent(share, msg, msglen);
+        goto done;
+    }
+    buf = malloc(cap);
     if (buf == NULL) {
         status = fail(500, msg, msglen, "out of memory");
         goto done;
@@ -50,6 +83,10 @@ int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, uint8_t **out, siz
                 goto done;
             }
             size_t ncap = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
+            if (!pa_coll_share_take(share, (ncap > limit ? limit : ncap) - cap)) {
+                status = budget_spent(share, msg, msglen);
+                goto done;
+            }
             uint8_t *nbuf = realloc(buf, ncap);
             if (nbuf == NULL) {
                 status = fail(500, msg, msglen, "out of memory");

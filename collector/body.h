@@ -5,6 +5,7 @@
 #ifndef PA_COLL_BODY_H
 #define PA_COLL_BODY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,11 +14,30 @@
 
 bool pa_coll_is_gzip(const uint8_t *p, size_t n);
 
+/* Memory shared by all requests in flight (decompression buffers): limit bytes in total, so
+ * that N concurrent bombs cost one budget, not N times the per-request limit. */
+struct pa_coll_budget {
+    atomic_size_t used;
+    size_t limit;
+};
+
+/* One request's part of a budget; pa_coll_share_release gives all of it back at once. */
+struct pa_coll_share {
+    struct pa_coll_budget *budget; /* NULL: unbounded (unit tests, fuzzing) */
+    size_t taken;
+};
+
+/* Takes n more bytes; false (nothing taken) when that would pass the budget's limit. */
+bool pa_coll_share_take(struct pa_coll_share *s, size_t n);
+void pa_coll_share_release(struct pa_coll_share *s);
+
 /* Inflates a gzip stream (concatenated members included) into a malloc'ed buffer of at most
- * limit bytes. Returns 0; 413 when the output would exceed limit; 422 when the stream is
- * corrupt or truncated. msg gets a one-line reason. */
-int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, uint8_t **out, size_t *outlen,
-                   char *msg, size_t msglen);
+ * limit bytes, its memory taken from share as the buffer grows (released by the caller, after
+ * freeing the buffer). Returns 0; 413 when the output would exceed limit; 503 when the shared
+ * budget is spent (the client should retry); 422 when the stream is corrupt or truncated. msg
+ * gets a one-line reason. */
+int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_share *share,
+                   uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
 /* Gzip-compresses a buffer (used for stored blobs). 0 or -1. */
 int pa_coll_gzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen);

@@ -152,8 +152,8 @@ static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info 
     pa_buf_puts(b, "</svg>");
 }
 
-static void app_page(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
-                     const char *app, pa_buf *b) {
+static void app_page(struct pa_coll_store *st, int64_t from, int64_t until, const char *app,
+                     pa_buf *b) {
     struct pa_coll_series_list l = {0};
     char msg[256];
     pa_coll_store_series(st, app, pa_coll_series_collect, &l, msg, sizeof msg);
@@ -165,13 +165,6 @@ static void app_page(struct pa_coll_store *st, const struct pa_coll_params *q, i
         pa_buf_puts(b, "<p>No profiles stored for this application.</p></body></html>");
         pa_coll_series_list_free(&l);
         return;
-    }
-    int64_t from, until;
-    const char *f = pa_coll_param(q, "from"), *u = pa_coll_param(q, "until");
-    if (pa_coll_parse_query_time(f ? f : "now-6h", now, 0, &from) != 0 ||
-        pa_coll_parse_query_time(u ? u : "now", now, 1, &until) != 0 || until <= from) {
-        from = now - 6 * 3600;
-        until = now;
     }
     pa_buf all = {0};
     pa_buf_puts(&all, app);
@@ -219,7 +212,12 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
     r->content_type = "text/html; charset=utf-8";
     const char *app = pa_coll_param(q, "app");
     if (app && *app) {
-        app_page(st, q, now, app, &r->body);
+        int64_t from, until;
+        char msg[256];
+        if (pa_coll_time_range(q, "from", "until", "now-6h", now, &from, &until, msg, sizeof msg))
+            pa_coll_respond_text(r, 400, "%s", msg);
+        else
+            app_page(st, from, until, app, &r->body);
         return;
     }
     struct pa_coll_series_list l = {0};

@@ -51,8 +51,8 @@ static int parse_rate(const char *s, int64_t *out, char *msg, size_t msglen) {
 
 /* Peels Content-Encoding, then multipart. On success *data and *len are the payload; *owned is
  * set when it had to be allocated. */
-static int unwrap(const struct pa_coll_ingest_request *rq, const uint8_t **data, size_t *len,
-                  uint8_t **owned, char *msg, size_t msglen) {
+static int unwrap(const struct pa_coll_ingest_request *rq, struct pa_coll_share *share,
+                  const uint8_t **data, size_t *len, uint8_t **owned, char *msg, size_t msglen) {
     *data = rq->body;
     *len = rq->body_len;
     *owned = NULL;
@@ -61,7 +61,7 @@ static int unwrap(const struct pa_coll_ingest_request *rq, const uint8_t **data,
         if (strcasecmp(ce, "gzip") != 0 && strcasecmp(ce, "x-gzip") != 0)
             return fail(415, msg, msglen,
                         "Content-Encoding: '%.32s' is not supported (use gzip or none)", ce);
-        int rc = pa_coll_gunzip(*data, *len, rq->max_decompressed, owned, len, msg, msglen);
+        int rc = pa_coll_gunzip(*data, *len, rq->max_decompressed, share, owned, len, msg, msglen);
         if (rc)
             return rc;
         *data = *owned;
@@ -80,10 +80,10 @@ static int unwrap(const struct pa_coll_ingest_request *rq, const uint8_t **data,
 }
 
 static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t limit,
-                        uint64_t *stacks, char *msg, size_t msglen) {
+                        struct pa_coll_share *share, uint64_t *stacks, char *msg, size_t msglen) {
     uint8_t *plain = NULL;
     if (pa_coll_is_gzip(data, len)) {
-        int rc = pa_coll_gunzip(data, len, limit, &plain, &len, msg, msglen);
+        int rc = pa_coll_gunzip(data, len, limit, share, &plain, &len, msg, msglen);
         if (rc)
             return rc;
         data = plain;
@@ -151,11 +151,15 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
     const uint8_t *data;
     size_t len;
     uint8_t *owned;
-    if ((rc = unwrap(rq, &data, &len, &owned, msg, msglen)))
+    struct pa_coll_share share = {rq->budget, 0};
+    if ((rc = unwrap(rq, &share, &data, &len, &owned, msg, msglen))) {
+        free(owned);
+        pa_coll_share_release(&share);
         return rc;
+    }
     pa_profile *p = pa_profile_new();
     if (pprof) {
-        rc = decode_pprof(p, data, len, rq->max_decompressed, &res->stacks, msg, msglen);
+        rc = decode_pprof(p, data, len, rq->max_decompressed, &share, &res->stacks, msg, msglen);
     } else {
         /* Dropping long lines edits the text, so it needs a writable copy. */
         uint8_t *copy = owned ? owned : malloc(len ? len : 1);
@@ -169,19 +173,44 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
         }
     }
     free(owned);
+    pa_coll_share_release(&share);
     if (rc == 0) {
         res->samples = pa_profile_total(p);
         /* Stored as pprof, gzip'd: each frame string once and stacks as location ids, so
          * the blob is several times smaller than folded text before compression, which is
          * where ingest spends its CPU (see docs/collector-api.md, "Storage"). */
-        pa_buf pb = {0};
-        pa_error err = {{0}};
-        if (pa_pprof_encode(p, 0, &pb, &err) != 0 ||
-            pa_coll_gzip((const uint8_t *)pb.data, pb.len, &res->blob, &res->blob_len))
+        if (pa_coll_profile_blob(p, &res->blob, &res->blob_len) != 0)
             rc = fail(500, msg, msglen, "cannot encode the profile");
-        pa_buf_free(&pb);
     }
     pa_profile_free(p);
+    return rc;
+}
+
+struct pa_coll_upload pa_coll_upload_of(const struct pa_coll_ingest_result *res,
+                                        const char *spy_name) {
+    return (struct pa_coll_upload){
+        .app = res->series.app,
+        .labels = res->labels,
+        .from = res->from,
+        .until = res->until,
+        .samples = res->samples,
+        .stacks = res->stacks,
+        .sample_rate = res->sample_rate,
+        .spy_name = spy_name,
+        .dropped_lines = res->dropped_lines,
+        .profile = res->blob,
+        .profile_len = res->blob_len,
+    };
+}
+
+int pa_coll_profile_blob(const pa_profile *p, uint8_t **out, size_t *len) {
+    pa_buf pb = {0};
+    pa_error err = {{0}};
+    int rc = pa_pprof_encode(p, 0, &pb, &err) != 0 ||
+                     pa_coll_gzip((const uint8_t *)pb.data, pb.len, out, len) != 0
+                 ? -1
+                 : 0;
+    pa_buf_free(&pb);
     return rc;
 }
 

@@ -7,14 +7,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "body.h"
+#include "profile.h"
 #include "name.h"
+#include "store.h"
 
 struct pa_coll_ingest_request {
     const char *name, *from, *until, *sample_rate, *spy_name, *format;
     const char *content_type, *content_encoding;
     const uint8_t *body;
     size_t body_len;
-    size_t max_decompressed; /* bound on any gunzip output */
+    size_t max_decompressed;       /* bound on any gunzip output */
+    struct pa_coll_budget *budget; /* decompression memory shared with other requests, or NULL */
     int64_t now;
 };
 
@@ -27,9 +31,16 @@ struct pa_coll_ingest_result {
     size_t blob_len;
 };
 
-/* 0, or an HTTP status (400, 413, 415, 422) with msg. The result must be freed either way. */
+/* 0, or an HTTP status (400, 413, 415, 422, 503) with msg. The result must be freed either way. */
 int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
                           struct pa_coll_ingest_result *res, char *msg, size_t msglen);
 void pa_coll_ingest_result_free(struct pa_coll_ingest_result *res);
+
+/* The row the store keeps for a decoded upload (pointers into res, which must outlive it). */
+struct pa_coll_upload pa_coll_upload_of(const struct pa_coll_ingest_result *res,
+                                        const char *spy_name);
+
+/* The stored form of a profile (uploads and rollups alike): gzip'd pprof. 0 or -1. */
+int pa_coll_profile_blob(const pa_profile *p, uint8_t **out, size_t *len);
 
 #endif

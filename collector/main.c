@@ -1,6 +1,7 @@
 /* main.c: pyagent-collector's entry — parse options, open the store, serve until SIGTERM or
  * SIGINT, then stop in order: no new connections, in-flight requests finish (their uploads
  * committed and answered), the writer drains, the database closes cleanly. */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,12 @@ int main(int argc, char **argv) {
         return 0;
     }
 
+    /* Request buffers (bodies, decompressed bodies) of 1 MiB or more are mapped and returned to
+     * the system when freed. glibc's default raises this threshold after each such free, so
+     * large buffers then come from per-thread arenas that keep their memory: the total bound on
+     * decompression memory would hold for live buffers but not for the process's size. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+
     /* Signals are taken synchronously by this thread; every thread started below inherits
      * the blocked mask, so none of them is interrupted by SIGTERM. */
     sigset_t sigs;
@@ -50,8 +57,17 @@ int main(int argc, char **argv) {
     struct pa_coll_server_config cfg = {
         .listen = o.listen,
         .threads = o.threads,
+        .query_threads = o.query_threads,
+        .max_queries = o.max_queries,
+        .max_queries_per_client = o.max_queries_per_client,
+        .query_timeout_ms = o.query_timeout_ms,
+        .max_connections = o.max_connections,
+        .max_connections_per_client = o.max_connections_per_client,
+        .header_timeout_ms = o.header_timeout_ms,
+        .body_timeout_ms = o.body_timeout_ms,
         .max_body = o.max_body,
         .max_decompressed = o.max_decompressed,
+        .max_decompressed_total = o.max_decompressed_total,
         .token = o.token,
         .store = st,
     };

@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,19 @@ const char pa_coll_usage[] =
     "                           at most 1m)\n"
     "  --max-body BYTES         largest request body accepted (default 16M)\n"
     "  --max-decompressed BYTES largest body after gunzip (default 256M)\n"
+    "  --max-decompressed-total BYTES  memory for gunzip shared by all uploads in flight\n"
+    "                           (default: --max-decompressed); past it 503 + Retry-After\n"
     "  --token TOKEN            require 'Authorization: Bearer TOKEN' (or Basic, password TOKEN)\n"
     "  --token-file FILE        the same, with the token read from FILE (first line)\n"
-    "  --threads N              HTTP worker threads (default 4)\n"
+    "  --threads N              HTTP threads: ingest and /healthz (default 4)\n"
+    "  --query-threads N        threads that run queries, at low priority (default 2)\n"
+    "  --max-queries N          queries running or queued at once (default 16); past it 503\n"
+    "  --max-queries-per-client N  of which from one client address (default 4)\n"
+    "  --query-timeout DURATION time budget of one query (default 30s); past it 503\n"
+    "  --max-connections N      open connections (default 1024)\n"
+    "  --max-connections-per-client N  open connections from one address (default 64)\n"
+    "  --header-timeout DURATION  a request's headers must arrive within this (default 10s)\n"
+    "  --body-timeout DURATION  its body, and then its answer, within this (default 60s)\n"
     "  --sync full|normal       fsync every commit (full, default: survives power loss) or\n"
     "                           not (normal: survives a collector crash, not a machine crash)\n"
     "  --shutdown-grace DURATION  how long SIGTERM waits for requests in flight (default 10s)\n"
@@ -68,9 +79,18 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
         O_RETENTION_INTERVAL,
         O_MAX_BODY,
         O_MAX_DECOMP,
+        O_MAX_DECOMP_TOTAL,
         O_TOKEN,
         O_TOKEN_FILE,
         O_THREADS,
+        O_QUERY_THREADS,
+        O_MAX_QUERIES,
+        O_MAX_QUERIES_CLIENT,
+        O_MAX_CONNS,
+        O_MAX_CONNS_CLIENT,
+        O_QUERY_TIMEOUT,
+        O_HEADER_TIMEOUT,
+        O_BODY_TIMEOUT,
         O_SYNC,
         O_GRACE,
         O_SOURCE_ROOT,
@@ -84,9 +104,18 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
         {"retention-interval", required_argument, NULL, O_RETENTION_INTERVAL},
         {"max-body", required_argument, NULL, O_MAX_BODY},
         {"max-decompressed", required_argument, NULL, O_MAX_DECOMP},
+        {"max-decompressed-total", required_argument, NULL, O_MAX_DECOMP_TOTAL},
         {"token", required_argument, NULL, O_TOKEN},
         {"token-file", required_argument, NULL, O_TOKEN_FILE},
         {"threads", required_argument, NULL, O_THREADS},
+        {"query-threads", required_argument, NULL, O_QUERY_THREADS},
+        {"max-queries", required_argument, NULL, O_MAX_QUERIES},
+        {"max-queries-per-client", required_argument, NULL, O_MAX_QUERIES_CLIENT},
+        {"max-connections", required_argument, NULL, O_MAX_CONNS},
+        {"max-connections-per-client", required_argument, NULL, O_MAX_CONNS_CLIENT},
+        {"query-timeout", required_argument, NULL, O_QUERY_TIMEOUT},
+        {"header-timeout", required_argument, NULL, O_HEADER_TIMEOUT},
+        {"body-timeout", required_argument, NULL, O_BODY_TIMEOUT},
         {"sync", required_argument, NULL, O_SYNC},
         {"shutdown-grace", required_argument, NULL, O_GRACE},
         {"source-root", required_argument, NULL, O_SOURCE_ROOT},
@@ -100,6 +129,14 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
     o->max_body = 16u << 20;
     o->max_decompressed = 256u << 20;
     o->threads = 4;
+    o->query_threads = 2;
+    o->max_queries = 16;
+    o->max_queries_per_client = 4;
+    o->max_connections = 1024;
+    o->max_connections_per_client = 64;
+    o->query_timeout_ms = 30000;
+    o->header_timeout_ms = 10000;
+    o->body_timeout_ms = 60000;
     o->sync = PA_SYNC_FULL;
     o->grace_ms = 10000;
     opterr = 0;
@@ -128,10 +165,16 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
             break;
         case O_MAX_BODY:
         case O_MAX_DECOMP:
+        case O_MAX_DECOMP_TOTAL:
             if (pa_coll_parse_size(optarg, &n) != 0 || n < 1024 || n > (1ull << 32))
                 return usage_error(msg, msglen, "%s: '%s' is not a size from 1K to 4G (e.g. 16M)",
-                                   c == O_MAX_BODY ? "--max-body" : "--max-decompressed", optarg);
-            *(c == O_MAX_BODY ? &o->max_body : &o->max_decompressed) = n;
+                                   c == O_MAX_BODY     ? "--max-body"
+                                   : c == O_MAX_DECOMP ? "--max-decompressed"
+                                                       : "--max-decompressed-total",
+                                   optarg);
+            *(c == O_MAX_BODY     ? &o->max_body
+              : c == O_MAX_DECOMP ? &o->max_decompressed
+                                  : &o->max_decompressed_total) = n;
             break;
         case O_TOKEN:
             free(o->token);
@@ -144,13 +187,53 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
             if ((o->token = read_token_file(optarg, msg, msglen)) == NULL)
                 return 2;
             break;
-        case O_THREADS: {
+        case O_THREADS:
+        case O_QUERY_THREADS:
+        case O_MAX_QUERIES:
+        case O_MAX_QUERIES_CLIENT:
+        case O_MAX_CONNS:
+        case O_MAX_CONNS_CLIENT: {
+            static const struct {
+                int opt;
+                const char *name;
+                long max;
+                size_t field;
+            } counts[] = {
+                {O_THREADS, "--threads", 256, offsetof(struct pa_coll_options, threads)},
+                {O_QUERY_THREADS, "--query-threads", 64,
+                 offsetof(struct pa_coll_options, query_threads)},
+                {O_MAX_QUERIES, "--max-queries", 4096,
+                 offsetof(struct pa_coll_options, max_queries)},
+                {O_MAX_QUERIES_CLIENT, "--max-queries-per-client", 4096,
+                 offsetof(struct pa_coll_options, max_queries_per_client)},
+                {O_MAX_CONNS, "--max-connections", 65536,
+                 offsetof(struct pa_coll_options, max_connections)},
+                {O_MAX_CONNS_CLIENT, "--max-connections-per-client", 65536,
+                 offsetof(struct pa_coll_options, max_connections_per_client)},
+            };
+            size_t k = 0;
+            while (counts[k].opt != c)
+                k++;
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (*end != '\0' || v < 1 || v > 256)
-                return usage_error(msg, msglen, "--threads: '%s' is not a number from 1 to 256",
+            if (*end != '\0' || v < 1 || v > counts[k].max)
+                return usage_error(msg, msglen, "%s: '%s' is not a number from 1 to %ld",
+                                   counts[k].name, optarg, counts[k].max);
+            *(unsigned *)((char *)o + counts[k].field) = (unsigned)v;
+            break;
+        }
+        case O_QUERY_TIMEOUT:
+        case O_HEADER_TIMEOUT:
+        case O_BODY_TIMEOUT: {
+            const char *name = c == O_QUERY_TIMEOUT    ? "--query-timeout"
+                               : c == O_HEADER_TIMEOUT ? "--header-timeout"
+                                                       : "--body-timeout";
+            if (pa_coll_parse_duration(optarg, &d) != 0 || d < 1 || d > 3600)
+                return usage_error(msg, msglen, "%s: '%s' is not a duration from 1s to 1h", name,
                                    optarg);
-            o->threads = (unsigned)v;
+            *(c == O_QUERY_TIMEOUT    ? &o->query_timeout_ms
+              : c == O_HEADER_TIMEOUT ? &o->header_timeout_ms
+                                      : &o->body_timeout_ms) = (unsigned)d * 1000;
             break;
         }
         case O_SYNC:
@@ -197,6 +280,8 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
         return usage_error(msg, msglen, "--db FILE is required");
     if (o->max_decompressed < o->max_body)
         o->max_decompressed = o->max_body;
+    if (o->max_decompressed_total == 0)
+        o->max_decompressed_total = o->max_decompressed;
     if (o->token == NULL) {
         const char *env = getenv("PYAGENT_COLLECTOR_TOKEN");
         if (env && *env)

@@ -14,8 +14,12 @@ struct pa_coll_options {
     int64_t retention_interval; /* seconds between retention passes, 0 = automatic */
     uint64_t max_body;
     uint64_t max_decompressed;
-    char *token; /* owned (read from --token or --token-file) */
+    uint64_t max_decompressed_total; /* shared by all requests in flight */
+    char *token;                     /* owned (read from --token or --token-file) */
     unsigned threads;
+    unsigned query_threads, max_queries, max_queries_per_client;
+    unsigned max_connections, max_connections_per_client;
+    unsigned query_timeout_ms, header_timeout_ms, body_timeout_ms;
     enum pa_coll_sync sync;
     unsigned grace_ms;
     char *source_from, *source_to; /* --source-root OLD=NEW, owned; NULL: no sources read */

@@ -3,6 +3,8 @@
  * the stored pprof blobs into it; the formats then differ only in the encoder called. */
 #include "query.h"
 
+#include "pool.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +41,11 @@ void pa_coll_series_list_free(struct pa_coll_series_list *l) {
     memset(l, 0, sizeof *l);
 }
 
-/* A time range from parameters (defaults: the last hour). 0, or 400 with msg. */
-static int time_range(const struct pa_coll_params *q, const char *fromkey, const char *untilkey,
-                      int64_t now, int64_t *from, int64_t *until, char *msg, size_t msglen) {
+int pa_coll_time_range(const struct pa_coll_params *q, const char *fromkey, const char *untilkey,
+                       const char *default_from, int64_t now, int64_t *from, int64_t *until,
+                       char *msg, size_t msglen) {
     const char *f = pa_coll_param(q, fromkey), *u = pa_coll_param(q, untilkey);
-    if (pa_coll_parse_query_time(f ? f : "now-1h", now, 0, from) != 0) {
+    if (pa_coll_parse_query_time(f ? f : default_from, now, 0, from) != 0) {
         snprintf(msg, msglen, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", fromkey,
                  f);
         return 400;
@@ -63,13 +65,22 @@ static int time_range(const struct pa_coll_params *q, const char *fromkey, const
 struct merge_ctx {
     pa_profile *p;
     uint64_t uploads;
+    int status; /* why the walk was stopped */
     char *msg;
     size_t msglen;
 };
 
 static int merge_row(void *ctx, const struct pa_coll_row *r) {
     struct merge_ctx *m = ctx;
-    m->uploads++;
+    if (pa_coll_budget_spent()) {
+        snprintf(m->msg, m->msglen,
+                 "query: stopped at its time budget (--query-timeout) after %" PRIu64
+                 " uploads; narrow the time range or the selector, or retry later",
+                 m->uploads);
+        m->status = 503;
+        return -1;
+    }
+    m->uploads += r->uploads;
     if (r->samples == 0)
         return 0; /* an idle interval: nothing to add, and the parser rejects empty input */
     pa_parse_stats stats;
@@ -78,6 +89,7 @@ static int merge_row(void *ctx, const struct pa_coll_row *r) {
         0) {
         snprintf(m->msg, m->msglen, "a stored profile of series %" PRId64 " is unreadable: %s",
                  r->series_id, err.msg);
+        m->status = 500;
         return -1;
     }
     return 0;
@@ -100,7 +112,7 @@ int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t f
     struct merge_ctx m = {.p = pa_profile_new(), .msg = msg, .msglen = msglen};
     for (size_t i = 0; i < l.n && status == 0; i++)
         if (pa_coll_store_scan(st, &l.v[i], from, until, merge_row, &m, msg, msglen) != 0)
-            status = 500;
+            status = m.status ? m.status : 500;
     pa_coll_selector_free(&sel);
     pa_coll_series_list_free(&l);
     if (status) {
@@ -201,7 +213,8 @@ void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params
     int64_t from, until;
     const char *query = pa_coll_param(q, "query");
     const char *format = param_or(q, "format", "html");
-    int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+    int status =
+        pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, msg, sizeof msg);
     if (status) {
         pa_coll_respond_text(r, status, "%s", msg);
         return;
@@ -256,13 +269,16 @@ void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *
     }
     /* Each side's range defaults to from/until, which default to the last hour. */
     int64_t from, until, lf, lu, rf, ru;
-    int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+    int status =
+        pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, msg, sizeof msg);
     if (!status && pa_coll_param(q, "leftFrom"))
-        status = time_range(q, "leftFrom", "leftUntil", now, &lf, &lu, msg, sizeof msg);
+        status = pa_coll_time_range(q, "leftFrom", "leftUntil", "now-1h", now, &lf, &lu, msg,
+                                    sizeof msg);
     else
         lf = from, lu = until;
     if (!status && pa_coll_param(q, "rightFrom"))
-        status = time_range(q, "rightFrom", "rightUntil", now, &rf, &ru, msg, sizeof msg);
+        status = pa_coll_time_range(q, "rightFrom", "rightUntil", "now-1h", now, &rf, &ru, msg,
+                                    sizeof msg);
     else
         rf = from, ru = until;
     if (status) {
@@ -314,7 +330,8 @@ void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_param
     if (path == NULL) {
         /* Pin the range so every page of this heatmap shows the same data. */
         const char *query = pa_coll_param(q, "query");
-        int status = time_range(q, "from", "until", now, &from, &until, msg, sizeof msg);
+        int status =
+            pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, msg, sizeof msg);
         if (!status) {
             struct pa_coll_selector sel;
             status = pa_coll_selector_parse(&sel, query, msg, sizeof msg);

@@ -15,6 +15,12 @@
 int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t from, int64_t until,
                           pa_profile **out, uint64_t *uploads, char *msg, size_t msglen);
 
+/* The range [from, until) given by parameters fromkey and untilkey (defaults: default_from and
+ * now). 0, or 400 with msg naming the parameter. */
+int pa_coll_time_range(const struct pa_coll_params *q, const char *fromkey, const char *untilkey,
+                       const char *default_from, int64_t now, int64_t *from, int64_t *until,
+                       char *msg, size_t msglen);
+
 void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                          struct pa_coll_response *r);
 void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,

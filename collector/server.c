@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,12 +20,40 @@
 #include "body.h"
 #include "http.h"
 #include "ingest.h"
+#include "pool.h"
 #include "query.h"
+#include "text.h"
 
 struct pa_coll_server {
     struct pa_coll_server_config cfg;
     struct MHD_Daemon *d;
     atomic_int inflight;
+    struct pa_coll_budget gunzip_memory;
+    struct pa_coll_pool *pool;
+    /* Every open connection, with the absolute deadline of what it is doing (see reaper). */
+    pthread_mutex_t conns_lock;
+    struct conn *conns;
+    pthread_t reaper;
+    bool reaper_started;
+    atomic_bool stopping;
+};
+
+/* What a connection is doing, and so which deadline applies to it. */
+enum phase {
+    P_HEADERS, /* a new connection: its first request's headers */
+    P_BODY,    /* a request's body */
+    P_QUERY,   /* suspended while the query pool works: the query's own budget applies */
+    P_ANSWER,  /* sending the answer */
+    P_IDLE,    /* kept alive between requests, and the next request's headers */
+};
+
+#define KEEPALIVE_MS 30000u
+
+struct conn {
+    MHD_socket fd;
+    enum phase phase;
+    int64_t deadline_ns; /* 0: none */
+    struct conn *prev, *next;
 };
 
 enum route { R_NOT_FOUND, R_INGEST, R_HEALTH, R_APPS, R_RENDER, R_DIFF, R_HEATMAP, R_INDEX };
@@ -34,19 +63,20 @@ struct request {
     uint8_t *body;
     size_t len, cap;
     bool too_big;
-    bool answered; /* a response was queued before the body was read */
+    bool answered;         /* a response was queued before the body was read */
+    struct query_job *job; /* a query handed to the pool, or NULL */
 };
 
 void pa_coll_respond_text(struct pa_coll_response *r, int status, const char *fmt, ...) {
     va_list ap;
-    char line[1024];
+    char raw[4096], line[1023]; /* with its newline, a body is at most 1 KiB */
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     pa_buf_free(&r->body);
     r->status = status;
     r->content_type = "text/plain; charset=utf-8";
-    pa_buf_puts(&r->body, line);
+    pa_buf_puts(&r->body, pa_coll_one_line(line, sizeof line, raw));
     pa_buf_puts(&r->body, "\n");
 }
 
@@ -76,6 +106,9 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pa_coll_re
     r->location = NULL;
     if (ask_auth)
         MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"pyagent-collector\"");
+    /* Every 503 is a momentary shortage (memory, capacity, the disk): the client may retry. */
+    if (r->status == 503)
+        MHD_add_response_header(resp, "Retry-After", "1");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return rc;
@@ -191,6 +224,90 @@ static const char *client_addr(struct MHD_Connection *c, char *buf, size_t len) 
     return buf;
 }
 
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Moves the connection to phase p; its deadline counts from now. */
+static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum phase p) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn *k = ci ? ci->socket_context : NULL;
+    if (k == NULL)
+        return;
+    unsigned ms = p == P_HEADERS ? srv->cfg.header_timeout_ms
+                  : p == P_IDLE  ? KEEPALIVE_MS
+                  : p == P_QUERY ? 0
+                                 : srv->cfg.body_timeout_ms;
+    pthread_mutex_lock(&srv->conns_lock);
+    k->phase = p;
+    k->deadline_ns = ms ? mono_ns() + (int64_t)ms * 1000000 : 0;
+    pthread_mutex_unlock(&srv->conns_lock);
+}
+
+/* libmicrohttpd's timeout is an idle timeout: a client that sends one byte now and then
+ * keeps its connection forever. The registry gives each connection an absolute deadline per
+ * phase; past it the reaper shuts the socket down (libmicrohttpd then sees the connection
+ * fail and closes it itself). A connection is removed in the CLOSED notification, which
+ * libmicrohttpd makes before it closes the descriptor, and the reaper holds the same lock, so
+ * it never shuts down a descriptor that has been reused. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    struct pa_coll_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn *k = calloc(1, sizeof *k);
+        if (k == NULL || ci == NULL) {
+            free(k);
+            return; /* no deadline for this one; libmicrohttpd's idle timeout still applies */
+        }
+        k->fd = ci->connect_fd;
+        k->phase = P_HEADERS;
+        k->deadline_ns = mono_ns() + (int64_t)srv->cfg.header_timeout_ms * 1000000;
+        pthread_mutex_lock(&srv->conns_lock);
+        k->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = k;
+        srv->conns = k;
+        pthread_mutex_unlock(&srv->conns_lock);
+        *socket_context = k;
+        return;
+    }
+    struct conn *k = *socket_context;
+    if (k == NULL)
+        return;
+    pthread_mutex_lock(&srv->conns_lock);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        srv->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    pthread_mutex_unlock(&srv->conns_lock);
+    free(k);
+    *socket_context = NULL;
+}
+
+static void *reaper(void *arg) {
+    struct pa_coll_server *srv = arg;
+    struct timespec tick = {0, 200 * 1000 * 1000};
+    while (!atomic_load(&srv->stopping)) {
+        nanosleep(&tick, NULL);
+        int64_t now = mono_ns();
+        pthread_mutex_lock(&srv->conns_lock);
+        for (struct conn *k = srv->conns; k; k = k->next)
+            if (k->deadline_ns && now > k->deadline_ns) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->deadline_ns = 0;
+            }
+        pthread_mutex_unlock(&srv->conns_lock);
+    }
+    return NULL;
+}
+
 static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connection *c,
                                  struct request *rq) {
     char msg[512] = "";
@@ -207,24 +324,13 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
         .body = rq->body ? rq->body : (const uint8_t *)"",
         .body_len = rq->len,
         .max_decompressed = srv->cfg.max_decompressed,
+        .budget = &srv->gunzip_memory,
         .now = (int64_t)time(NULL),
     };
     struct pa_coll_ingest_result res;
     status = pa_coll_ingest_decode(&in, &res, msg, sizeof msg);
     if (status == 0) {
-        struct pa_coll_upload u = {
-            .app = res.series.app,
-            .labels = res.labels,
-            .from = res.from,
-            .until = res.until,
-            .samples = res.samples,
-            .stacks = res.stacks,
-            .sample_rate = res.sample_rate,
-            .spy_name = in.spy_name,
-            .dropped_lines = res.dropped_lines,
-            .profile = res.blob,
-            .profile_len = res.blob_len,
-        };
+        struct pa_coll_upload u = pa_coll_upload_of(&res, in.spy_name);
         status = pa_coll_store_insert(srv->cfg.store, &u, msg, sizeof msg);
     }
     uint64_t dropped = res.dropped_lines;
@@ -232,9 +338,10 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
     free(rq->body);
     rq->body = NULL;
     if (status != 0) {
-        char addr[64];
+        char addr[64], line[512];
         fprintf(stderr, "pyagent-collector: ingest from %s rejected (%d): %s\n",
-                client_addr(c, addr, sizeof addr), status, msg);
+                client_addr(c, addr, sizeof addr), status,
+                pa_coll_one_line(line, sizeof line, msg));
         return send_text(c, status, false, "%s", msg);
     }
     if (dropped)
@@ -243,32 +350,91 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
     return send_text(c, 200, false, "ok");
 }
 
-static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection *c, const char *url,
-                              enum route route) {
+/* Fills r for a GET on a query route. On a query worker, with the connection suspended: its
+ * headers and arguments stay where libmicrohttpd keeps them until it is resumed. */
+static void answer_query(struct pa_coll_store *st, struct MHD_Connection *c, const char *url,
+                         enum route route, struct pa_coll_response *r) {
     struct pa_coll_params q = {get_arg, c};
-    struct pa_coll_response r = {0};
     int64_t now = (int64_t)time(NULL);
     switch (route) {
-    case R_HEALTH:
-        pa_coll_respond_text(&r, 200, "ok");
-        break;
     case R_APPS:
-        pa_coll_handle_apps(srv->cfg.store, &q, now, &r);
+        pa_coll_handle_apps(st, &q, now, r);
         break;
     case R_RENDER:
-        pa_coll_handle_render(srv->cfg.store, &q, now, &r);
+        pa_coll_handle_render(st, &q, now, r);
         break;
     case R_DIFF:
-        pa_coll_handle_diff(srv->cfg.store, &q, now, &r);
+        pa_coll_handle_diff(st, &q, now, r);
         break;
     case R_HEATMAP:
-        pa_coll_handle_heatmap(srv->cfg.store, &q, url[8] == '/' ? url + 9 : NULL, now, &r);
+        pa_coll_handle_heatmap(st, &q, url[8] == '/' ? url + 9 : NULL, now, r);
         break;
     default:
-        pa_coll_handle_index(srv->cfg.store, &q, now, &r);
+        pa_coll_handle_index(st, &q, now, r);
         break;
     }
-    return send_response(c, &r, false);
+}
+
+/* A query handed to the pool; its connection is suspended until the answer is ready. */
+struct query_job {
+    struct pa_coll_store *store;
+    struct MHD_Connection *c;
+    enum route route;
+    char *url;
+    struct pa_coll_response resp;
+    atomic_bool done;
+};
+
+static void run_query(void *arg, bool cancelled) {
+    struct query_job *j = arg;
+    if (cancelled)
+        pa_coll_respond_text(&j->resp, 503, "the collector is shutting down; retry later");
+    else
+        answer_query(j->store, j->c, j->url, j->route, &j->resp);
+    atomic_store(&j->done, true);
+    MHD_resume_connection(j->c);
+}
+
+static void query_job_free(struct query_job *j) {
+    if (j == NULL)
+        return;
+    pa_buf_free(&j->resp.body);
+    free(j->resp.location);
+    free(j->url);
+    free(j);
+}
+
+static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection *c, const char *url,
+                              struct request *rq) {
+    if (rq->route == R_HEALTH)
+        return send_text(c, 200, false, "ok");
+    if (rq->job) { /* resumed: the answer is ready */
+        enum MHD_Result rc = send_response(c, &rq->job->resp, false);
+        query_job_free(rq->job);
+        rq->job = NULL;
+        return rc;
+    }
+    struct query_job *j = calloc(1, sizeof *j);
+    if (j == NULL || (j->url = strdup(url)) == NULL) {
+        free(j);
+        return send_text(c, 503, false, "out of memory; retry later");
+    }
+    j->store = srv->cfg.store;
+    j->c = c;
+    j->route = rq->route;
+    char addr[64], msg[256];
+    /* Suspended before it is queued, so that a worker may resume it at once. A refusal is
+     * answered the same way, on the call that follows the resume. */
+    rq->job = j;
+    MHD_suspend_connection(c);
+    int status = pa_coll_pool_submit(srv->pool, client_addr(c, addr, sizeof addr), run_query, j,
+                                     msg, sizeof msg);
+    if (status) {
+        pa_coll_respond_text(&j->resp, status, "%s", msg);
+        atomic_store(&j->done, true);
+        MHD_resume_connection(c);
+    }
+    return MHD_YES;
 }
 
 /* Answers a request on its first call: MHD then sends it without reading the body. */
@@ -286,8 +452,67 @@ static enum MHD_Result reject(struct request *rq, struct MHD_Connection *c, int 
     return send_text(c, status, ask_auth, "%s", line);
 }
 
+/* What the header walk finds; see framing_error. */
+struct framing {
+    unsigned content_length, transfer_encoding;
+    bool te_not_chunked;
+    const char *bad; /* first malformed field's reason, or NULL */
+};
+
+/* RFC 9110's tchar: what a field name may contain. */
+static bool is_tchar(unsigned char ch) {
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static enum MHD_Result framing_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     size_t key_size, const char *value, size_t value_size) {
+    (void)kind;
+    struct framing *f = cls;
+    for (size_t i = 0; i < key_size && !f->bad; i++)
+        if (!is_tchar((unsigned char)key[i]))
+            f->bad = "a header name contains a character other than a token's";
+    for (size_t i = 0; value && i < value_size && !f->bad; i++) {
+        unsigned char ch = (unsigned char)value[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            f->bad = "a header value contains a control character (CR, LF, NUL, ...)";
+    }
+    if (key_size == 0 && !f->bad)
+        f->bad = "a header has an empty name";
+    if (strcasecmp(key, "Content-Length") == 0)
+        f->content_length++;
+    if (strcasecmp(key, "Transfer-Encoding") == 0) {
+        f->transfer_encoding++;
+        f->te_not_chunked |= value == NULL || strcasecmp(value, "chunked") != 0;
+    }
+    return MHD_YES;
+}
+
+/* The framing checks RFC 9112 §6 asks for that libmicrohttpd 0.9.75 does not make: a request
+ * whose body length two parsers could read differently (a proxy in front and us) is the
+ * basis of request smuggling. NULL when the headers are unambiguous, else the reason. */
+static const char *framing_error(struct MHD_Connection *c) {
+    struct framing f = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, framing_field, &f);
+    if (f.bad)
+        return f.bad;
+    if (f.content_length > 1)
+        return "more than one Content-Length header";
+    if (f.transfer_encoding > 1)
+        return "more than one Transfer-Encoding header";
+    if (f.transfer_encoding && f.te_not_chunked)
+        return "Transfer-Encoding other than 'chunked'";
+    if (f.transfer_encoding && f.content_length)
+        return "both Content-Length and Transfer-Encoding";
+    return NULL;
+}
+
 static enum MHD_Result first_call(struct pa_coll_server *srv, struct MHD_Connection *c,
                                   const char *url, const char *method, struct request *rq) {
+    /* Answered on the first call, so libmicrohttpd reads nothing more and closes. */
+    const char *framing = framing_error(c);
+    if (framing)
+        return reject(rq, c, 400, false, "bad request framing: %s", framing);
     rq->route = route_of(url);
     if (rq->route == R_NOT_FOUND)
         return reject(rq, c, 404, false, "no such endpoint: %.200s (see docs/collector-api.md)",
@@ -329,7 +554,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         *con_cls = rq;
         atomic_fetch_add(&srv->inflight, 1);
-        return first_call(srv, c, url, method, rq);
+        enum MHD_Result rc = first_call(srv, c, url, method, rq);
+        set_phase(srv, c, rq->answered ? P_ANSWER : P_BODY);
+        return rc;
     }
     /* A response queued on the first call ends the request: ignore any body. */
     if (rq->answered) {
@@ -362,26 +589,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->len += n;
         return MHD_YES;
     }
-    if (rq->route == R_INGEST) {
-        if (rq->too_big)
-            return send_text(c, 413, false, "body: more than the limit of %zu bytes",
-                             srv->cfg.max_body);
-        return do_ingest(srv, c, rq);
-    }
-    return do_get(srv, c, url, rq->route);
+    if (rq->job && !atomic_load(&rq->job->done))
+        return MHD_YES; /* woken before the answer is ready: keep waiting */
+    enum MHD_Result rc;
+    if (rq->route != R_INGEST)
+        rc = do_get(srv, c, url, rq);
+    else if (rq->too_big)
+        rc = send_text(c, 413, false, "body: more than the limit of %zu bytes", srv->cfg.max_body);
+    else
+        rc = do_ingest(srv, c, rq);
+    set_phase(srv, c, rq->job ? P_QUERY : P_ANSWER);
+    return rc;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)c;
     (void)toe;
     struct pa_coll_server *srv = cls;
     struct request *rq = *con_cls;
     if (rq == NULL)
         return;
     free(rq->body);
+    query_job_free(rq->job);
     free(rq);
     *con_cls = NULL;
+    set_phase(srv, c, P_IDLE);
     atomic_fetch_sub(&srv->inflight, 1);
 }
 
@@ -432,18 +664,45 @@ int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_serve
     if (srv == NULL)
         return -1;
     srv->cfg = *cfg;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+    srv->gunzip_memory.limit = cfg->max_decompressed_total ? cfg->max_decompressed_total : SIZE_MAX;
+    struct pa_coll_pool_config pc = {
+        .threads = cfg->query_threads ? cfg->query_threads : 2,
+        .max_total = cfg->max_queries ? cfg->max_queries : 16,
+        .max_per_client = cfg->max_queries_per_client ? cfg->max_queries_per_client : 4,
+        .budget_ms = cfg->query_timeout_ms,
+    };
+    if (pa_coll_pool_start(&srv->pool, &pc) != 0) {
+        snprintf(msg, msglen, "cannot start the query threads");
+        free(srv);
+        return -1;
+    }
+    if (srv->cfg.header_timeout_ms == 0)
+        srv->cfg.header_timeout_ms = 10000;
+    if (srv->cfg.body_timeout_ms == 0)
+        srv->cfg.body_timeout_ms = 60000;
+    pthread_mutex_init(&srv->conns_lock, NULL);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)256 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 1024,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_client,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned)511, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, srv, MHD_OPTION_END);
     if (srv->d == NULL) {
         snprintf(msg, msglen, "cannot listen on %s (address in use or not available?)",
                  cfg->listen);
+        pa_coll_pool_free(srv->pool);
+        pthread_mutex_destroy(&srv->conns_lock);
         free(srv);
+        return -1;
+    }
+    srv->reaper_started = pthread_create(&srv->reaper, NULL, reaper, srv) == 0;
+    if (!srv->reaper_started) {
+        snprintf(msg, msglen, "cannot start the connection reaper thread");
+        pa_coll_server_stop(srv, 0);
         return -1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -457,7 +716,15 @@ void pa_coll_server_stop(struct pa_coll_server *srv, unsigned grace_ms) {
     struct timespec tick = {0, 10 * 1000 * 1000};
     for (unsigned waited = 0; atomic_load(&srv->inflight) > 0 && waited < grace_ms; waited += 10)
         nanosleep(&tick, NULL);
+    /* Queries still queued are answered 503 and running ones finish (within their budget), so
+     * that no connection is left suspended when the daemon stops. */
+    pa_coll_pool_stop(srv->pool);
+    atomic_store(&srv->stopping, true);
+    if (srv->reaper_started)
+        pthread_join(srv->reaper, NULL);
     MHD_stop_daemon(srv->d);
+    pa_coll_pool_free(srv->pool);
+    pthread_mutex_destroy(&srv->conns_lock);
     if (ls != MHD_INVALID_SOCKET)
         close(ls);
     free(srv);

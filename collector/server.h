@@ -9,11 +9,17 @@
 #include "store.h"
 
 struct pa_coll_server_config {
-    const char *listen; /* ADDR:PORT, [ADDR6]:PORT or :PORT */
-    unsigned threads;
+    const char *listen;     /* ADDR:PORT, [ADDR6]:PORT or :PORT */
+    unsigned threads;       /* HTTP threads: ingest, /healthz, and handing queries over */
+    unsigned query_threads; /* the query pool (pool.h) */
+    unsigned max_queries, max_queries_per_client;
+    unsigned query_timeout_ms;
+    unsigned max_connections, max_connections_per_client;
+    unsigned header_timeout_ms, body_timeout_ms; /* absolute, see server.c */
     size_t max_body;
     size_t max_decompressed;
-    const char *token; /* NULL: no auth */
+    size_t max_decompressed_total; /* gunzip memory of all requests in flight together */
+    const char *token;             /* NULL: no auth */
     struct pa_coll_store *store;
 };
 

@@ -10,8 +10,13 @@
  * what keeps FULL affordable: one fsync per batch, not per upload. */
 #include "store.h"
 
+#include "ingest.h"
+#include "profile.h"
+
 #include <pthread.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +38,10 @@ struct pa_coll_store {
     struct pa_coll_store_options opt;
     sqlite3 *w; /* the writer's connection, used under wlock */
     pthread_mutex_t wlock;
-    sqlite3_stmt *ins_series, *ins_upload;
+    sqlite3_stmt *ins_series, *ins_upload, *drop_rollup, *add_todo;
+    pthread_t compactor;
+    bool compactor_started;
+    pthread_cond_t compact_wake; /* compactor: stop */
 
     pthread_mutex_t lock;
     pthread_cond_t wake; /* writer: work arrived or stop */
@@ -82,7 +90,42 @@ static const char *schema =
     "  profile BLOB NOT NULL);"
     "CREATE INDEX IF NOT EXISTS uploads_by_series_from ON uploads (series_id, from_s);"
     "CREATE INDEX IF NOT EXISTS uploads_by_until ON uploads (until_s);"
-    "PRAGMA user_version = 1;";
+    /* Version 4: rollups over each hour, 10 minutes and minute (span 3600, 600 or 60), and
+     * the spans whose rollup is missing or out of date. */
+    "CREATE TABLE IF NOT EXISTS rollups ("
+    "  series_id INTEGER NOT NULL,"
+    "  span INTEGER NOT NULL,"
+    "  start_s INTEGER NOT NULL,"
+    "  uploads INTEGER NOT NULL,"
+    "  samples INTEGER NOT NULL,"
+    "  last_id INTEGER NOT NULL,"
+    "  profile BLOB NOT NULL,"
+    "  PRIMARY KEY (series_id, span, start_s)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS rollup_todo ("
+    "  series_id INTEGER NOT NULL,"
+    "  span INTEGER NOT NULL,"
+    "  start_s INTEGER NOT NULL,"
+    "  PRIMARY KEY (series_id, span, start_s)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS rollup_todo_by_start ON rollup_todo (start_s);";
+
+/* Rollup tables of an earlier layout (version 2, hourly only, never on a release) are
+ * dropped before the schema above creates them anew; they held nothing but derived data. */
+static const char *drop_old_rollups = "DROP TABLE IF EXISTS rollups;"
+                                      "DROP TABLE IF EXISTS rollup_todo;";
+
+/* A database of an earlier version lacks rollup_todo rows for some levels: every span it
+ * holds is marked due (a version-3 database rebuilds its hour and minute rollups once, in the
+ * background). Timestamps are never negative, so % is the floor here. */
+static const char *upgrade_to_4 =
+    "BEGIN IMMEDIATE;"
+    "INSERT OR IGNORE INTO rollup_todo SELECT DISTINCT series_id, 3600, from_s - from_s % 3600 "
+    "FROM uploads;"
+    "INSERT OR IGNORE INTO rollup_todo SELECT DISTINCT series_id, 600, from_s - from_s % 600 "
+    "FROM uploads;"
+    "INSERT OR IGNORE INTO rollup_todo SELECT DISTINCT series_id, 60, from_s - from_s % 60 "
+    "FROM uploads;"
+    "PRAGMA user_version = 4;"
+    "COMMIT;";
 
 static int open_conn(const char *path, int flags, sqlite3 **db, char *msg, size_t msglen) {
     int rc = sqlite3_open_v2(path, db, flags | SQLITE_OPEN_NOMUTEX, NULL);
@@ -129,6 +172,25 @@ static void reader_put(struct pa_coll_store *st, sqlite3 *db) {
     sqlite3_close(db);
 }
 
+/* Runs one statement with ?1 bound to v. 0 or -1. */
+static int exec_int(sqlite3 *db, const char *sql, int64_t v) {
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(q, 1, v);
+    int rc = sqlite3_step(q);
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+}
+
+const int64_t pa_coll_rollup_spans[PA_COLL_ROLLUP_LEVELS] = {3600, 600, 60};
+
+/* The start of the span that an upload starting at t belongs to. */
+static int64_t span_start(int64_t t, int64_t span) {
+    int64_t r = t % span;
+    return t - (r < 0 ? r + span : r);
+}
+
 /* Inserts one upload inside the writer's open transaction. */
 static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, char *msg,
                       size_t msglen) {
@@ -162,6 +224,18 @@ static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, 
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return fail(503, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
+    /* The upload's spans: their rollups (if any) no longer cover it, and are due again. */
+    for (int i = 0; i < 2; i++) {
+        s = i == 0 ? st->drop_rollup : st->add_todo;
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, series_id);
+        for (int k = 0; k < PA_COLL_ROLLUP_LEVELS; k++)
+            sqlite3_bind_int64(s, 2 + k, span_start(u->from, pa_coll_rollup_spans[k]));
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+            return fail(503, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
+    }
     return 0;
 }
 
@@ -238,6 +312,184 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+/* One span's rollup, merged from the uploads that start in it. */
+struct span_merge {
+    int64_t series_id, span, start;
+    int64_t n, samples, last_id; /* what was merged */
+    uint8_t *blob;               /* NULL: nothing to store (no uploads, or one unreadable) */
+    size_t blob_len;
+};
+
+/* Merges the uploads of m's span, read through db (a reader: no lock held). 0 or -1. */
+static int merge_span(sqlite3 *db, struct span_merge *m) {
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id, samples, profile FROM uploads WHERE series_id = ?1 AND "
+                           "from_s >= ?2 AND from_s < ?3",
+                           -1, &q, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(q, 1, m->series_id);
+    sqlite3_bind_int64(q, 2, m->start);
+    sqlite3_bind_int64(q, 3, m->start + m->span);
+    pa_profile *p = pa_profile_new();
+    bool readable = true;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(q, 0), rs = sqlite3_column_int64(q, 1);
+        m->n++;
+        m->samples += rs;
+        m->last_id = id > m->last_id ? id : m->last_id;
+        pa_parse_stats stats;
+        pa_error err = {{0}};
+        /* An idle interval adds nothing (and the parser rejects empty input). */
+        if (rs > 0 && pa_profile_parse_buffer(p, sqlite3_column_blob(q, 2),
+                                              (size_t)sqlite3_column_bytes(q, 2), "stored profile",
+                                              &stats, &err) != 0)
+            readable = false;
+    }
+    sqlite3_finalize(q);
+    if (rc == SQLITE_DONE && readable && m->n > 0 &&
+        pa_coll_profile_blob(p, &m->blob, &m->blob_len) != 0)
+        m->blob = NULL;
+    pa_profile_free(p);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Stores, in one transaction under the writer's lock, the rollup of each span that still
+ * holds exactly the uploads merged (count and largest id; an upload that arrived meanwhile
+ * leaves its span due for the next pass), and marks those spans done. A span whose uploads
+ * are gone or unreadable is marked done without a rollup: it is read raw. Returns how many
+ * rollups were written, or -1. */
+static int store_spans(struct pa_coll_store *st, const struct span_merge *m, size_t n) {
+    char msg[256];
+    int written = 0;
+    pthread_mutex_lock(&st->wlock);
+    sqlite3_stmt *check = NULL, *put = NULL, *done = NULL;
+    bool ok =
+        exec(st->w, "BEGIN IMMEDIATE", msg, sizeof msg) == 0 &&
+        sqlite3_prepare_v2(st->w,
+                           "SELECT count(*), coalesce(max(id), 0) FROM uploads WHERE "
+                           "series_id = ?1 AND from_s >= ?2 AND from_s < ?3",
+                           -1, &check, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(st->w,
+                           "INSERT OR REPLACE INTO rollups VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1,
+                           &put, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(
+            st->w, "DELETE FROM rollup_todo WHERE series_id = ?1 AND span = ?2 AND start_s = ?3",
+            -1, &done, NULL) == SQLITE_OK;
+    for (size_t i = 0; ok && i < n; i++) {
+        sqlite3_reset(check);
+        sqlite3_bind_int64(check, 1, m[i].series_id);
+        sqlite3_bind_int64(check, 2, m[i].start);
+        sqlite3_bind_int64(check, 3, m[i].start + m[i].span);
+        bool same = sqlite3_step(check) == SQLITE_ROW && sqlite3_column_int64(check, 0) == m[i].n &&
+                    sqlite3_column_int64(check, 1) == m[i].last_id;
+        sqlite3_reset(check);
+        if (!same)
+            continue;
+        if (m[i].blob) {
+            sqlite3_reset(put);
+            sqlite3_bind_int64(put, 1, m[i].series_id);
+            sqlite3_bind_int64(put, 2, m[i].span);
+            sqlite3_bind_int64(put, 3, m[i].start);
+            sqlite3_bind_int64(put, 4, m[i].n);
+            sqlite3_bind_int64(put, 5, m[i].samples);
+            sqlite3_bind_int64(put, 6, m[i].last_id);
+            sqlite3_bind_blob(put, 7, m[i].blob, (int)m[i].blob_len, SQLITE_STATIC);
+            ok = sqlite3_step(put) == SQLITE_DONE;
+            written += ok;
+        }
+        sqlite3_reset(done);
+        sqlite3_bind_int64(done, 1, m[i].series_id);
+        sqlite3_bind_int64(done, 2, m[i].span);
+        sqlite3_bind_int64(done, 3, m[i].start);
+        ok = ok && sqlite3_step(done) == SQLITE_DONE;
+    }
+    sqlite3_finalize(check);
+    sqlite3_finalize(put);
+    sqlite3_finalize(done);
+    if (!ok || exec(st->w, "COMMIT", msg, sizeof msg) != 0) {
+        exec(st->w, "ROLLBACK", msg, sizeof msg);
+        written = -1;
+    }
+    pthread_mutex_unlock(&st->wlock);
+    return written;
+}
+
+#define COMPACT_SLICE 64
+
+int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built) {
+    char msg[256];
+    *built = 0;
+    sqlite3 *db = reader_get(st, msg, sizeof msg);
+    if (db == NULL)
+        return -1;
+    int status = 0;
+    for (;;) {
+        /* A slice at a time: merged without a lock, stored in one transaction (one fsync),
+         * so that a large backlog (an upgraded database) is worked through without holding
+         * a long read snapshot or the writer. */
+        struct span_merge m[COMPACT_SLICE];
+        size_t n = 0;
+        sqlite3_stmt *q;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT series_id, span, start_s FROM rollup_todo WHERE "
+                               "start_s <= ?1 - 60 AND start_s + span <= ?1 ORDER BY start_s "
+                               "LIMIT 64",
+                               -1, &q, NULL) != SQLITE_OK) {
+            status = -1;
+            break;
+        }
+        sqlite3_bind_int64(q, 1, now - PA_COLL_ROLLUP_GRACE);
+        while (n < COMPACT_SLICE && sqlite3_step(q) == SQLITE_ROW) {
+            m[n] = (struct span_merge){.series_id = sqlite3_column_int64(q, 0),
+                                       .span = sqlite3_column_int64(q, 1),
+                                       .start = sqlite3_column_int64(q, 2)};
+            n++;
+        }
+        sqlite3_finalize(q);
+        for (size_t i = 0; i < n && status == 0; i++)
+            status = merge_span(db, &m[i]);
+        int written = status == 0 ? store_spans(st, m, n) : -1;
+        for (size_t i = 0; i < n; i++)
+            free(m[i].blob);
+        if (written < 0) {
+            status = -1;
+            break;
+        }
+        *built += (uint64_t)written;
+        /* Stop when nothing more is due, or when a slice made no progress (spans still
+         * receiving uploads): the next pass retries them. */
+        if (n < COMPACT_SLICE || written == 0)
+            break;
+        pthread_mutex_lock(&st->lock);
+        bool stop = st->stop;
+        pthread_mutex_unlock(&st->lock);
+        if (stop)
+            break;
+    }
+    reader_put(st, db);
+    return status;
+}
+
+static void *compactor_main(void *arg) {
+    struct pa_coll_store *st = arg;
+    /* Rollups only make queries faster: they wait for ingest, never the other way round. */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+    pthread_mutex_lock(&st->lock);
+    while (!st->stop) {
+        pthread_mutex_unlock(&st->lock);
+        uint64_t built;
+        pa_coll_store_compact(st, (int64_t)time(NULL), &built);
+        pthread_mutex_lock(&st->lock);
+        struct timespec until = {.tv_sec = time(NULL) + 10};
+        if (!st->stop)
+            pthread_cond_timedwait(&st->compact_wake, &st->lock, &until);
+    }
+    pthread_mutex_unlock(&st->lock);
+    return NULL;
+}
+
 int pa_coll_store_open(struct pa_coll_store **out, const char *path,
                        const struct pa_coll_store_options *opt, char *msg, size_t msglen) {
     struct pa_coll_store *st = calloc(1, sizeof *st);
@@ -254,7 +506,18 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
     /* journal_mode answers with a row; exec ignores it. A database that refuses WAL (e.g. on
      * a network file system) is reported rather than silently run in rollback mode. */
     if (exec(st->w, "PRAGMA journal_mode = WAL;", msg, msglen) != 0 ||
-        exec(st->w, sync, msg, msglen) != 0 || exec(st->w, schema, msg, msglen) != 0)
+        exec(st->w, sync, msg, msglen) != 0)
+        goto fail;
+    sqlite3_stmt *v;
+    int version = 0;
+    if (sqlite3_prepare_v2(st->w, "PRAGMA user_version", -1, &v, NULL) == SQLITE_OK) {
+        if (sqlite3_step(v) == SQLITE_ROW)
+            version = sqlite3_column_int(v, 0);
+        sqlite3_finalize(v);
+    }
+    if ((version == 2 && exec(st->w, drop_old_rollups, msg, msglen) != 0) ||
+        exec(st->w, schema, msg, msglen) != 0 ||
+        (version < 4 && exec(st->w, upgrade_to_4, msg, msglen) != 0))
         goto fail;
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(st->w, "PRAGMA journal_mode", -1, &q, NULL) == SQLITE_OK) {
@@ -280,7 +543,16 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
                            "INSERT INTO uploads (series_id, from_s, until_s, samples, stacks, "
                            "sample_rate, spy_name, dropped_lines, received, profile) "
                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                           -1, &st->ins_upload, NULL) != SQLITE_OK) {
+                           -1, &st->ins_upload, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->w,
+                           "DELETE FROM rollups WHERE series_id = ?1 AND ((span = 3600 AND "
+                           "start_s = ?2) OR (span = 600 AND start_s = ?3) OR (span = 60 AND "
+                           "start_s = ?4))",
+                           -1, &st->drop_rollup, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->w,
+                           "INSERT OR IGNORE INTO rollup_todo VALUES (?1, 3600, ?2), "
+                           "(?1, 600, ?3), (?1, 60, ?4)",
+                           -1, &st->add_todo, NULL) != SQLITE_OK) {
         fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
         goto fail;
     }
@@ -289,15 +561,20 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
     pthread_mutex_init(&st->pool_lock, NULL);
     pthread_cond_init(&st->wake, NULL);
     pthread_cond_init(&st->done, NULL);
+    pthread_cond_init(&st->compact_wake, NULL);
     if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
         fail(-1, msg, msglen, "cannot start the database writer thread");
         goto fail;
     }
+    /* Without it queries stay exact, only slower: no reason to refuse to start. */
+    st->compactor_started = pthread_create(&st->compactor, NULL, compactor_main, st) == 0;
     *out = st;
     return 0;
 fail:
     sqlite3_finalize(st->ins_series);
     sqlite3_finalize(st->ins_upload);
+    sqlite3_finalize(st->drop_rollup);
+    sqlite3_finalize(st->add_todo);
     sqlite3_close(st->w);
     free(st->path);
     free(st);
@@ -310,10 +587,15 @@ void pa_coll_store_close(struct pa_coll_store *st) {
     pthread_mutex_lock(&st->lock);
     st->stop = true;
     pthread_cond_signal(&st->wake);
+    pthread_cond_signal(&st->compact_wake);
     pthread_mutex_unlock(&st->lock);
     pthread_join(st->writer, NULL);
+    if (st->compactor_started)
+        pthread_join(st->compactor, NULL);
     sqlite3_finalize(st->ins_series);
     sqlite3_finalize(st->ins_upload);
+    sqlite3_finalize(st->drop_rollup);
+    sqlite3_finalize(st->add_todo);
     for (int i = 0; i < st->npool; i++)
         sqlite3_close(st->pool[i]);
     /* A clean close checkpoints the WAL into the main file and removes it. */
@@ -323,6 +605,7 @@ void pa_coll_store_close(struct pa_coll_store *st) {
     pthread_mutex_destroy(&st->pool_lock);
     pthread_cond_destroy(&st->wake);
     pthread_cond_destroy(&st->done);
+    pthread_cond_destroy(&st->compact_wake);
     free(st->path);
     free(st);
 }
@@ -374,6 +657,13 @@ static int retain_locked(struct pa_coll_store *st, int64_t now, uint64_t *delete
                            -1, &del, NULL) != SQLITE_OK)
         return -1;
     int64_t cutoff = now - st->opt.retention;
+    /* Rollups of spans that may lose uploads go first (readers then read those uploads raw),
+     * and those spans are not rebuilt: they are about to go entirely. */
+    if (exec_int(st->w, "DELETE FROM rollups WHERE start_s < ?1", cutoff) != 0 ||
+        exec_int(st->w, "DELETE FROM rollup_todo WHERE start_s < ?1", cutoff) != 0) {
+        sqlite3_finalize(del);
+        return -1;
+    }
     for (;;) {
         sqlite3_reset(del);
         sqlite3_bind_int64(del, 1, cutoff);
@@ -447,46 +737,112 @@ int pa_coll_store_series(struct pa_coll_store *st, const char *app,
     return status;
 }
 
+/* Feeds fn the rows of one statement (columns: from, until, uploads, samples, profile). */
+static int feed_rows(sqlite3_stmt *q, int64_t series_id,
+                     int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, int *rc) {
+    int status = 0;
+    while ((*rc = sqlite3_step(q)) == SQLITE_ROW) {
+        struct pa_coll_row r = {
+            .series_id = series_id,
+            .from = sqlite3_column_int64(q, 0),
+            .until = sqlite3_column_int64(q, 1),
+            .uploads = (uint64_t)sqlite3_column_int64(q, 2),
+            .samples = (uint64_t)sqlite3_column_int64(q, 3),
+            .profile = sqlite3_column_blob(q, 4),
+            .profile_len = (size_t)sqlite3_column_bytes(q, 4),
+        };
+        if ((status = fn(ctx, &r)) != 0)
+            return status;
+    }
+    return 0;
+}
+
+/* The spans [first, last) of whole `span`s inside [from, until); first == last when none. */
+static void whole_spans(int64_t from, int64_t until, int64_t span, int64_t *first, int64_t *last) {
+    *first = span_start(from, span);
+    if (*first < from)
+        *first += span;
+    *last = span_start(until, span);
+    if (*last < *first)
+        *last = *first;
+}
+
+/* SQL for "t lies in a span of level j that the query reads from its rollup": a whole span
+ * inside the range (parameters ?(2+2j) and ?(3+2j) bound it) that has a rollup. */
+static void read_from_rollup(pa_buf *b, int j, const char *t) {
+    long span = (long)pa_coll_rollup_spans[j];
+    pa_buf_printf(b,
+                  " AND NOT (%s >= ?%d AND %s < ?%d AND EXISTS (SELECT 1 FROM rollups x%d WHERE "
+                  "x%d.series_id = ?1 AND x%d.span = %ld AND x%d.start_s = %s - %s %% %ld))",
+                  t, 2 + 2 * j, t, 3 + 2 * j, j, j, j, span, j, t, t, span);
+}
+
 int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_info *series,
                        int64_t from, int64_t until,
                        int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, char *msg,
                        size_t msglen) {
+    enum { L = PA_COLL_ROLLUP_LEVELS };
     sqlite3 *db = reader_get(st, msg, msglen);
     if (db == NULL)
         return -1;
-    sqlite3_stmt *q;
-    /* The index is on (series_id, from_s); max_span turns "ends after from" into a bounded
-     * range on from_s. */
-    int rc = sqlite3_prepare_v2(db,
-                                "SELECT from_s, until_s, samples, profile FROM uploads "
-                                "WHERE series_id = ?1 AND from_s >= ?2 - ?4 AND from_s < ?3 "
-                                "AND (until_s > ?2 OR from_s >= ?2) ORDER BY from_s, id",
-                                -1, &q, NULL);
-    if (rc != SQLITE_OK) {
-        fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
-        reader_put(st, db);
-        return -1;
+    /* Every upload starting in a span wholly inside [from, until) belongs to the range, so
+     * such a span's rollup stands for all of them. Longest spans first: the rollups of the
+     * whole hours inside the range, then of the whole 10 minutes not in an hour read so, then
+     * of the whole minutes not in either; last the uploads that no rollup read covers, raw.
+     * One statement per level plus one, all in one read transaction (one snapshot: a rollup
+     * built or dropped between them would count a span twice or not at all). */
+    sqlite3_stmt *q[L + 1] = {0};
+    int64_t first[L], last[L];
+    int rc = exec(db, "BEGIN", msg, msglen) != 0 ? SQLITE_ERROR : SQLITE_OK;
+    for (int k = 0; k <= L && rc == SQLITE_OK; k++) {
+        pa_buf sql = {0};
+        if (k < L) {
+            whole_spans(from, until, pa_coll_rollup_spans[k], &first[k], &last[k]);
+            pa_buf_printf(&sql,
+                          "SELECT start_s, start_s + span, uploads, samples, profile FROM "
+                          "rollups r WHERE series_id = ?1 AND span = %ld AND start_s >= ?%d AND "
+                          "start_s < ?%d",
+                          (long)pa_coll_rollup_spans[k], 2 + 2 * k, 3 + 2 * k);
+        } else {
+            /* The index is on (series_id, from_s); max_span turns "ends after from" into a
+             * bounded range on from_s. */
+            pa_buf_printf(&sql,
+                          "SELECT from_s, until_s, 1, samples, profile FROM uploads WHERE "
+                          "series_id = ?1 AND from_s >= ?%d - ?%d AND from_s < ?%d AND "
+                          "(until_s > ?%d OR from_s >= ?%d)",
+                          2 + 2 * L, 4 + 2 * L, 3 + 2 * L, 2 + 2 * L, 2 + 2 * L);
+        }
+        for (int j = 0; j < k; j++)
+            read_from_rollup(&sql, j, k < L ? "r.start_s" : "uploads.from_s");
+        pa_buf_puts(&sql, k < L ? " ORDER BY start_s" : " ORDER BY from_s, id");
+        rc = sql.data ? sqlite3_prepare_v2(db, sql.data, -1, &q[k], NULL) : SQLITE_NOMEM;
+        pa_buf_free(&sql);
     }
-    sqlite3_bind_int64(q, 1, series->id);
-    sqlite3_bind_int64(q, 2, from);
-    sqlite3_bind_int64(q, 3, until);
-    sqlite3_bind_int64(q, 4, series->max_span);
     int status = 0;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        struct pa_coll_row r = {
-            .series_id = series->id,
-            .from = sqlite3_column_int64(q, 0),
-            .until = sqlite3_column_int64(q, 1),
-            .samples = (uint64_t)sqlite3_column_int64(q, 2),
-            .profile = sqlite3_column_blob(q, 3),
-            .profile_len = (size_t)sqlite3_column_bytes(q, 3),
-        };
-        if ((status = fn(ctx, &r)) != 0)
-            break;
-    }
-    if (status == 0 && rc != SQLITE_DONE)
+    if (rc != SQLITE_OK) {
         status = fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
-    sqlite3_finalize(q);
+    } else {
+        /* A parameter a statement does not use is simply not bound (SQLITE_RANGE). */
+        for (int k = 0; k <= L; k++) {
+            sqlite3_bind_int64(q[k], 1, series->id);
+            for (int j = 0; j < L; j++) {
+                sqlite3_bind_int64(q[k], 2 + 2 * j, first[j]);
+                sqlite3_bind_int64(q[k], 3 + 2 * j, last[j]);
+            }
+        }
+        sqlite3_bind_int64(q[L], 2 + 2 * L, from);
+        sqlite3_bind_int64(q[L], 3 + 2 * L, until);
+        sqlite3_bind_int64(q[L], 4 + 2 * L, series->max_span);
+        rc = SQLITE_DONE;
+        for (int k = 0; k <= L && status == 0 && rc == SQLITE_DONE; k++)
+            status = feed_rows(q[k], series->id, fn, ctx, &rc);
+        if (status == 0 && rc != SQLITE_DONE)
+            status = fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+    }
+    for (int k = 0; k <= L; k++)
+        sqlite3_finalize(q[k]);
+    char ignored[64];
+    exec(db, "COMMIT", ignored, sizeof ignored);
     reader_put(st, db);
     return status;
 }

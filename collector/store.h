@@ -64,9 +64,23 @@ int pa_coll_store_series(struct pa_coll_store *st, const char *app,
                          int (*fn)(void *ctx, const struct pa_coll_series_info *s), void *ctx,
                          char *msg, size_t msglen);
 
+/* Uploads are also kept pre-merged per series over each hour, 10 minutes and minute
+ * (rollups), built in the background once the span is PA_COLL_ROLLUP_GRACE seconds past; an
+ * upload arriving later drops the rollups it falls in (in the same transaction), and the next
+ * pass rebuilds them. The spans, longest first; each divides the one before. */
+#define PA_COLL_ROLLUP_LEVELS 3
+extern const int64_t pa_coll_rollup_spans[PA_COLL_ROLLUP_LEVELS]; /* 3600, 600, 60 */
+#define PA_COLL_ROLLUP_GRACE 300
+
+/* Builds the missing or dropped rollups of spans that ended before now - grace.
+ * *built gets how many were written. Runs in the background every few seconds; callable
+ * directly. */
+int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built);
+
 struct pa_coll_row {
     int64_t series_id;
     int64_t from, until;
+    uint64_t uploads; /* 1, or the uploads merged in a rollup */
     uint64_t samples;
     const void *profile;
     size_t profile_len;
@@ -74,7 +88,11 @@ struct pa_coll_row {
 
 /* Calls fn for every upload of the series that overlaps [from, until): an upload belongs to
  * the range when it starts before `until` and ends after `from` (a zero-length upload when
- * it starts inside), so back-to-back ranges never count an aligned upload twice. */
+ * it starts inside), so back-to-back ranges never count an aligned upload twice. Spans (hours,
+ * then 10 minutes, then minutes) that lie wholly inside the range and have a rollup, and are
+ * not inside a longer span read so, come as one row each
+ * (every upload starting in such a span belongs to the range, so the sum is exact); rollups
+ * and uploads are read in one snapshot. */
 int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_info *series,
                        int64_t from, int64_t until,
                        int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, char *msg,

@@ -57,7 +57,8 @@ int pa_coll_parse_timestamp(const char *s, int64_t now, int round_up, int64_t *o
 }
 
 int pa_coll_parse_query_time(const char *s, int64_t now, int round_up, int64_t *out) {
-    if (s != NULL && strncmp(s, "now", 3) == 0 && (s[3] == '-' || s[3] == '+')) {
+    /* A '+' typed unencoded in a URL arrives as a space (form encoding): "now 1h". */
+    if (s != NULL && strncmp(s, "now", 3) == 0 && (s[3] == '-' || s[3] == '+' || s[3] == ' ')) {
         int64_t d;
         if (pa_coll_parse_duration(s + 4, &d) != 0)
             return -1;

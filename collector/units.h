@@ -10,7 +10,8 @@
  * round_up chooses the ceiling for sub-second inputs (used for `until`). -1 if malformed. */
 int pa_coll_parse_timestamp(const char *s, int64_t now, int round_up, int64_t *out);
 
-/* A query time: a timestamp as above, or "now", "now-1h", "now-90m", "now+5s". With round_up
+/* A query time: a timestamp as above, or "now", "now-1h", "now-90m", "now+5s" ("now 5s" too:
+ * what "now+5s" becomes when typed unencoded in a URL). With round_up
  * (an exclusive `until`), "now..." is one second later, so that the current second counts. */
 int pa_coll_parse_query_time(const char *s, int64_t now, int round_up, int64_t *out);
 

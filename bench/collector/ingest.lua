@@ -35,9 +35,11 @@ end
 
 done = function(summary, latency, requests)
   local non2xx = summary.errors.status
-  io.write(string.format("RESULT requests=%d rps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d\n",
+  local e = summary.errors
+  io.write(string.format("RESULT requests=%d rps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d " ..
+    "(non2xx=%d connect=%d read=%d write=%d timeout=%d)\n",
     summary.requests, summary.requests / (summary.duration / 1e6),
     latency:percentile(50) / 1000, latency:percentile(99) / 1000,
-    non2xx + summary.errors.connect + summary.errors.read + summary.errors.write +
-    summary.errors.timeout))
+    non2xx + e.connect + e.read + e.write + e.timeout, non2xx, e.connect, e.read, e.write,
+    e.timeout))
 end
