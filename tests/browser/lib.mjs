@@ -66,8 +66,9 @@ export function shot(page, name) {
 }
 
 // page.waitForFunction evaluates strings, which the reports' Content-Security-Policy forbids
-// (as it should); poll with evaluate instead.
-export async function waitFor(page, fn, arg, timeout = 5000) {
+// (as it should); poll with evaluate instead. The timeout only bounds a hang: generous, so
+// that a loaded machine does not fail a test (speed is measured in bench/render).
+export async function waitFor(page, fn, arg, timeout = 30000) {
   const end = Date.now() + timeout;
   for (;;) {
     if (await page.evaluate(fn, arg)) return;

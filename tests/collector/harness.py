@@ -7,10 +7,12 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.parse
 
 COLLECTOR = None
@@ -51,14 +53,34 @@ class Collector:
         with open(os.path.join(self.workdir, "stderr.log"), "rb") as f:
             return f.read().decode(errors="replace")
 
-    def request(self, method, path, body=None, headers=None, timeout=30):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+    def request(self, method, path, body=None, headers=None, timeout=30, source=None):
+        """One request on a fresh connection, from loopback address source if given."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout,
+                                          source_address=(source, 0) if source else None)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()
             return resp.status, resp.read(), dict(resp.getheaders())
         finally:
             conn.close()
+
+    def raw(self, data, timeout=5):
+        """Sends data on a fresh socket and reads until the server closes it or timeout
+        seconds pass. (bytes received, whether the server closed the connection)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(data)
+            out, deadline = b"", time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    b = s.recv(65536)
+                except socket.timeout:
+                    break
+                except ConnectionResetError:
+                    return out, True
+                if not b:
+                    return out, True
+                out += b
+            return out, False
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
@@ -114,6 +136,19 @@ class Collector:
         finally:
             if exc[0] is None:
                 self.cleanup()
+
+
+class CollectorTest(unittest.TestCase):
+    """Test cases sharing one collector, started with ARGS, as self.c."""
+    ARGS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Collector(*cls.ARGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.__exit__(None, None, None)
 
 
 def parse_folded(text):

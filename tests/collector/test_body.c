@@ -18,14 +18,15 @@ static void gzip_round_trip_and_concatenated_members(void **state) {
     size_t gzlen, outlen;
     assert_int_equal(pa_coll_gzip((const uint8_t *)text, strlen(text), &gz, &gzlen), 0);
     assert_true(pa_coll_is_gzip(gz, gzlen));
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, &out, &outlen, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg), 0);
     assert_int_equal(outlen, strlen(text));
     assert_memory_equal(out, text, outlen);
     free(out);
     uint8_t *two = malloc(2 * gzlen);
     memcpy(two, gz, gzlen);
     memcpy(two + gzlen, gz, gzlen);
-    assert_int_equal(pa_coll_gunzip(two, 2 * gzlen, 1 << 20, &out, &outlen, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_gunzip(two, 2 * gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg),
+                     0);
     assert_int_equal(outlen, 2 * strlen(text));
     free(out);
     free(two);
@@ -39,8 +40,35 @@ static void gzip_bombs_are_413(void **state) {
     size_t gzlen, outlen;
     assert_int_equal(pa_coll_gzip(zeros, n, &gz, &gzlen), 0);
     assert_true(gzlen < 64 * 1024);
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, &out, &outlen, msg, sizeof msg), 413);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg), 413);
     assert_non_null(strstr(msg, "limit"));
+    free(gz);
+    free(zeros);
+}
+
+static void gunzip_memory_is_one_budget_for_all_requests(void **state) {
+    (void)state;
+    size_t n = 4 << 20;
+    uint8_t *zeros = calloc(1, n), *gz, *out, *out2;
+    size_t gzlen, outlen;
+    assert_int_equal(pa_coll_gzip(zeros, n, &gz, &gzlen), 0);
+    struct pa_coll_budget budget = {.limit = 6 << 20};
+    struct pa_coll_share a = {&budget, 0}, b = {&budget, 0};
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &a, &out, &outlen, msg, sizeof msg), 0);
+    assert_int_equal(outlen, n);
+    assert_true(a.taken >= n && a.taken <= budget.limit);
+    /* A second request in flight does not fit beside the first: 503, nothing kept. */
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &b, &out2, &outlen, msg, sizeof msg), 503);
+    assert_non_null(strstr(msg, "retry"));
+    pa_coll_share_release(&b);
+    assert_int_equal(atomic_load(&budget.used), a.taken);
+    free(out);
+    pa_coll_share_release(&a);
+    assert_int_equal(atomic_load(&budget.used), 0);
+    /* Once the first has finished, it fits. */
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &b, &out2, &outlen, msg, sizeof msg), 0);
+    free(out2);
+    pa_coll_share_release(&b);
     free(gz);
     free(zeros);
 }
@@ -52,9 +80,10 @@ static void truncated_and_corrupt_gzip_are_422(void **state) {
     size_t gzlen, outlen;
     assert_int_equal(pa_coll_gzip((const uint8_t *)text, strlen(text), &gz, &gzlen), 0);
     for (size_t cut = 0; cut < gzlen; cut++)
-        assert_int_equal(pa_coll_gunzip(gz, cut, 1 << 20, &out, &outlen, msg, sizeof msg), 422);
+        assert_int_equal(pa_coll_gunzip(gz, cut, 1 << 20, NULL, &out, &outlen, msg, sizeof msg),
+                         422);
     gz[gzlen / 2] ^= 0xff;
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, &out, &outlen, msg, sizeof msg), 422);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg), 422);
     free(gz);
 }
 
@@ -114,6 +143,7 @@ int main(void) {
         cmocka_unit_test(gzip_round_trip_and_concatenated_members),
         cmocka_unit_test(gzip_bombs_are_413),
         cmocka_unit_test(truncated_and_corrupt_gzip_are_422),
+        cmocka_unit_test(gunzip_memory_is_one_budget_for_all_requests),
         cmocka_unit_test(multipart_profile_field_is_found),
         cmocka_unit_test(long_lines_are_dropped_and_counted),
     };

@@ -99,8 +99,12 @@ class Retention(unittest.TestCase):
 class CommandLine(unittest.TestCase):
     def run_cli(self, *args):
         import subprocess
+        import tempfile
         from harness import collector_path
-        return subprocess.run([collector_path()] + list(args), capture_output=True, timeout=20)
+        # In a directory of its own: a database named on the command line is created there.
+        with tempfile.TemporaryDirectory(prefix="pa-coll-cli-") as cwd:
+            return subprocess.run([collector_path()] + list(args), capture_output=True,
+                                  timeout=20, cwd=cwd)
 
     def test_bad_arguments_exit_2_with_a_message(self):
         for args, word in [((), b"--db"), (("--db", "x.db", "--retention", "7 days"),

@@ -1,9 +1,15 @@
 """Integration: hostile uploads. Each gets a 4xx with a one-line message, and the collector
 keeps serving (checked after every case)."""
 import gzip
+import html
+import os
+import re
 import sys
+import tempfile
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
+import urllib.parse
 
 from harness import Collector, gz, parse_folded
 
@@ -96,6 +102,134 @@ class Hostile(unittest.TestCase):
         self.refused(400, self.c.get("/render?query=a.cpu&from=never"))
         self.refused(400, self.c.get("/heatmap?query=a.cpu&from=never"))
         self.refused(404, self.c.get("/heatmap/1/2/a.cpu/../../etc/passwd"))
+        # The index checks its times like /render does.
+        self.assertEqual(self.c.ingest("idx.cpu", "a 1\n")[0], 200)
+        self.assertEqual(self.c.get("/?app=idx.cpu")[0], 200)
+        for bad in ("NaN", "never", "now-", "1e9"):
+            self.refused(400, self.c.get("/?app=idx.cpu&from=" + bad), ["from"])
+            self.refused(400, self.c.get("/?app=idx.cpu&until=" + bad), ["until"])
+
+    def test_now_plus_typed_unencoded(self):
+        # The docs show now+1h; typed into a URL, '+' arrives as a space.
+        self.assertEqual(self.c.ingest("plus.cpu", "a 1\n")[0], 200)
+        status, body, _ = self.c.get("/render?query=plus.cpu&from=now-1h&until=now+1h"
+                                     "&format=folded")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(parse_folded(body), {"a": 1})
+        self.assertEqual(self.c.get("/?app=plus.cpu&from=now-1h&until=now+1h")[0], 200)
+
+    def test_echoed_values_cannot_forge_lines_or_reach_the_terminal(self):
+        before = self.c.stderr()
+        forged = "\npyagent-collector: FORGED line\x1b[2J\x07"
+        cases = [
+            (self.c.ingest("a.cpu{bad%skey=v}" % forged, "a 1\n", frm=T0, until=T0 + 1), 400),
+            (self.c.ingest("x.cpu", "a 1\n", frm=forged, until=T0), 400),
+            (self.c.ingest("x.cpu", "a 1\n", frm=T0, until=T0 + 1, sampleRate=forged), 400),
+            (self.c.ingest("x.cpu", "a 1\n", frm=T0, until=T0 + 1,
+                           headers={"Content-Encoding": "br\xe9\xff"}), 415),
+            (self.c.ingest("x.cpu", "ok 1\nno count" + forged + "\n", frm=T0, until=T0 + 1),
+             422),
+            (self.c.get("/no%0aFORGED%1b[2Jwhere"), 404),
+            (self.c.get("/render?query=a.cpu&from=" + urllib.parse.quote(forged)), 400),
+            (self.c.get("/render?query=" + urllib.parse.quote("a.cpu{k=~\"(%s\"}" % forged)),
+             400),
+            (self.c.get("/render?query=a.cpu&format=" + urllib.parse.quote(forged)), 400),
+        ]
+        for resp, status in cases:
+            self.assertEqual(resp[0], status, resp[1])
+            line = resp[1].decode("ascii")  # non-ASCII is escaped too
+            self.assertRegex(line, r"^[\x20-\x7e]+\n$")
+            self.assertLessEqual(len(line), 1024)
+        log = self.c.stderr()[len(before):]
+        self.assertIn("rejected", log)
+        for line in log.splitlines():
+            self.assertRegex(line, r"^[\x20-\x7e]*$")
+            self.assertFalse(line.startswith("pyagent-collector: FORGED"), line)
+
+    def test_long_values_are_cut_in_messages(self):
+        status, body, _ = self.c.ingest("a.cpu{k=v,%s=v}" % ("\x01" * 5000), "a 1\n", frm=T0,
+                                        until=T0 + 1)
+        self.assertEqual(status, 400)
+        self.assertLessEqual(len(body), 1024)
+        self.assertRegex(body.decode("ascii"), r"^[\x20-\x7e]+\n$")
+
+
+def peak_rss(pid):
+    """The process's peak resident set (VmHWM), bytes."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM for %d" % pid)
+
+
+class DecompressionBudget(unittest.TestCase):
+    def test_concurrent_bombs_share_one_budget(self):
+        mib = 1 << 20
+        with Collector("--threads", "8", "--max-decompressed", "64M",
+                       "--max-decompressed-total", "96M") as c:
+            bomb = gzip.compress(b"\0" * (80 * mib), 9)
+            self.assertEqual(c.ingest("warm.cpu", gz("a 1\n"), frm=T0, until=T0 + 1,
+                                      headers={"Content-Encoding": "gzip"})[0], 200)
+            base = peak_rss(c.proc.pid)
+            statuses = []
+            for _round in range(2):
+                with ThreadPoolExecutor(8) as pool:
+                    futs = [pool.submit(c.ingest, "bomb.cpu", bomb, frm=T0, until=T0 + 10,
+                                        headers={"Content-Encoding": "gzip"})
+                            for _ in range(8)]
+                    for f in futs:
+                        status, body, headers = f.result()
+                        statuses.append(status)
+                        self.assertIn(status, (413, 503), body)
+                        if status == 503:
+                            self.assertIn("Retry-After", headers)
+                            self.assertIn(b"retry", body)
+            self.assertIn(413, statuses)
+            grown = peak_rss(c.proc.pid) - base
+            print("bombs: %s, peak RSS grew by %.0f MiB" % (statuses, grown / mib),
+                  file=sys.stderr)
+            # The budget (96 MiB) plus request buffers and allocator slack.
+            self.assertLess(grown, 96 * mib + 48 * mib)
+            # Every reservation was returned: a normal gzip upload still fits.
+            self.assertEqual(c.ingest("after.cpu", gz("a 1\n"), frm=T0, until=T0 + 1,
+                                      headers={"Content-Encoding": "gzip"})[0], 200)
+
+
+class SourceOracle(unittest.TestCase):
+    """With --source-root, a heatmap page must not tell an uploader whether a file outside the
+    roots exists: the message is the same for /etc/passwd and for a file that is not there."""
+
+    def test_messages_do_not_depend_on_existence_outside_the_roots(self):
+        workdir = tempfile.mkdtemp(prefix="pa-coll-")
+        src = os.path.join(workdir, "src")
+        os.mkdir(src)
+        with open(os.path.join(src, "a.py"), "w") as f:
+            f.write("x = 1\n")
+        os.symlink("/etc", os.path.join(src, "etc"))  # an operator's link out of the root
+        pairs = [("/app/../../../../../../etc/passwd", "/app/../../../../../../etc/nonexist-x"),
+                 ("../../../../../../../etc/passwd", "../../../../../../../etc/nonexist-x"),
+                 ("/app/etc/passwd", "/app/etc/nonexist-x"),
+                 ("/etc/passwd", "/etc/nonexist-x")]
+        with Collector("--source-root", "/app=" + src, workdir=workdir) as c:
+            files = ["/app/a.py"] + [f for pair in pairs for f in pair]
+            body = "".join("thread:main;f%d (%s:1) 5\n" % (i, f) for i, f in enumerate(files))
+            self.assertEqual(c.ingest("oracle.cpu", body, frm=T0, until=T0 + 10)[0], 200)
+            status, _, headers = c.get("/heatmap?query=oracle.cpu&from=%d&until=%d"
+                                       % (T0, T0 + 10))
+            self.assertEqual(status, 302)
+            base = headers["Location"].rsplit("/", 1)[0]
+            index = c.get(headers["Location"])[1].decode()
+            why = {}
+            for page, name in re.findall(r'href="(file-\d+\.html)"[^>]*>([^<]*)<', index):
+                text = c.get(base + "/" + page)[1].decode()
+                m = re.search(r"([^>]*); showing the sampled lines only", text)
+                why[html.unescape(name)] = m.group(1) if m else "read"
+            self.assertEqual(why.get("/app/a.py"), "read", why)
+            for exists, missing in pairs:
+                self.assertIn(exists, why)
+                self.assertEqual(why[exists], why[missing], (exists, why))
+                self.assertNotEqual(why[exists], "read")
 
 
 class Auth(unittest.TestCase):

@@ -127,11 +127,120 @@ static void retention_deletes_old_uploads(void **state) {
     assert_int_equal(total(st, "app.cpu", 0, now), 2);
 }
 
+/* Uploads of one series over three hours, some straddling an hour, one of zero length. */
+static const struct {
+    int64_t from, until;
+    uint64_t samples;
+} hours_of_uploads[] = {
+    {0, 10, 1},        {10, 20, 2},         {1795, 1805, 4},      {3590, 3610, 8},
+    {3600, 3610, 16},  {5000, 5000, 32},    {7190, 7200, 64},     {7200, 7210, 128},
+    {9000, 9010, 256}, {10790, 10800, 512}, {10800, 10810, 1024},
+};
+#define T_HOURS 1799996400 /* a multiple of 3600 */
+
+/* What pa_coll_store_scan promises, computed from the list above. */
+static uint64_t expected(int64_t from, int64_t until, int64_t dropped_before) {
+    uint64_t t = 0;
+    for (size_t i = 0; i < sizeof hours_of_uploads / sizeof hours_of_uploads[0]; i++) {
+        int64_t f = T_HOURS + hours_of_uploads[i].from, u = T_HOURS + hours_of_uploads[i].until;
+        if (u < dropped_before)
+            continue;
+        if (f < until && (u > from || f >= from))
+            t += hours_of_uploads[i].samples;
+    }
+    return t;
+}
+
+static void insert_hours(struct pa_coll_store *st) {
+    for (size_t i = 0; i < sizeof hours_of_uploads / sizeof hours_of_uploads[0]; i++) {
+        char folded[64];
+        snprintf(folded, sizeof folded, "u%zu;f %llu\n", i,
+                 (unsigned long long)hours_of_uploads[i].samples);
+        insert(st, "", T_HOURS + hours_of_uploads[i].from, T_HOURS + hours_of_uploads[i].until,
+               folded);
+    }
+}
+
+/* check_ranges, with one more upload of `extra` samples over [at, at + 10). */
+static void check_ranges_with(struct pa_coll_store *st, int64_t dropped_before, int64_t at,
+                              uint64_t extra) {
+    static const int64_t edges[] = {0,    5,    10,   60,   600,  1200, 1740,  1800,  3540, 3599,
+                                    3600, 3605, 3660, 3960, 4000, 4020, 4200,  4800,  4980, 5000,
+                                    5001, 5040, 6600, 7140, 7200, 9000, 10800, 10805, 14400};
+    for (size_t a = 0; a < sizeof edges / sizeof edges[0]; a++)
+        for (size_t b = a + 1; b < sizeof edges / sizeof edges[0]; b++) {
+            int64_t from = T_HOURS + edges[a], until = T_HOURS + edges[b];
+            uint64_t want = expected(from, until, dropped_before);
+            if (at < until && at + 10 > from)
+                want += extra;
+            assert_int_equal(total(st, "app.cpu", from, until), want);
+        }
+}
+
+static void check_ranges(struct pa_coll_store *st, int64_t dropped_before) {
+    check_ranges_with(st, dropped_before, 0, 0);
+}
+
+static void rollups_keep_every_range_exact(void **state) {
+    struct pa_coll_store *st = *state;
+    insert_hours(st);
+    check_ranges(st, 0);
+    uint64_t built;
+    /* Only what ended a grace period ago is due: at the end of hour 0, its minutes 0 and 29
+     * and their 10 minutes, but not minute 59, its 10 minutes, nor the hour itself. */
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 3600, &built), 0);
+    assert_int_equal(built, 4);
+    check_ranges(st, 0);
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 4 * 3600 + PA_COLL_ROLLUP_GRACE, &built),
+                     0);
+    /* Hours 0-3, and the other 8 of the 10-minute spans and minutes that hold uploads. */
+    assert_int_equal(built, 4 + 8 + 8);
+    check_ranges(st, 0);
+    /* A whole hour is read as one rollup row. */
+    uint64_t uploads;
+    pa_profile *p;
+    assert_int_equal(pa_coll_query_profile(st, "app.cpu", T_HOURS + 3600, T_HOURS + 7200, &p,
+                                           &uploads, msg, sizeof msg),
+                     0);
+    assert_int_equal(pa_profile_total(p), 16 + 32 + 64 + 8); /* 8 straddles in from hour 0 */
+    assert_int_equal(uploads, 4);
+    pa_profile_free(p);
+
+    /* A late upload for a compacted hour drops its rollup at once, and is counted. */
+    insert(st, "", T_HOURS + 4000, T_HOURS + 4010, "late;f 2048\n");
+    check_ranges_with(st, 0, T_HOURS + 4000, 2048);
+    assert_int_equal(total(st, "app.cpu", T_HOURS + 3600, T_HOURS + 7200), 16 + 32 + 64 + 8 + 2048);
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 5 * 3600, &built), 0);
+    assert_int_equal(built, 3); /* its hour, 10 minutes and minute */
+    check_ranges_with(st, 0, T_HOURS + 4000, 2048);
+    assert_int_equal(total(st, "app.cpu", T_HOURS + 3600, T_HOURS + 7200), 16 + 32 + 64 + 8 + 2048);
+    assert_int_equal(total(st, "app.cpu", T_HOURS, T_HOURS + 14400),
+                     expected(T_HOURS, T_HOURS + 14400, 0) + 2048);
+}
+
+static void retention_never_leaves_a_stale_rollup(void **state) {
+    struct pa_coll_store *st = *state;
+    insert_hours(st);
+    uint64_t built, deleted;
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 4 * 3600 + PA_COLL_ROLLUP_GRACE, &built),
+                     0);
+    assert_int_equal(built, 4 + 10 + 10); /* hours, 10 minutes and minutes with uploads */
+    /* Retention (1 h in this store) with its cutoff in the middle of the second hour. */
+    int64_t cutoff = T_HOURS + 5000;
+    assert_int_equal(pa_coll_store_retain(st, cutoff + 3600, &deleted), 0);
+    assert_true(deleted > 0);
+    check_ranges(st, cutoff);
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 9 * 3600, &built), 0);
+    check_ranges(st, cutoff);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(ranges_are_half_open_and_labels_filter, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_inserts_all_land, setup, teardown),
         cmocka_unit_test_setup_teardown(retention_deletes_old_uploads, setup, teardown),
+        cmocka_unit_test_setup_teardown(rollups_keep_every_range_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(retention_never_leaves_a_stale_rollup, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,8 +72,22 @@ static void durations_and_sizes(void **state) {
     assert_int_equal(pa_coll_parse_size("-1", &n), -1);
 }
 
+static void a_plus_decoded_to_a_space_still_means_later(void **state) {
+    (void)state;
+    int64_t t;
+    /* "now+1h" typed into a URL unencoded arrives as "now 1h". */
+    assert_int_equal(pa_coll_parse_query_time("now 1h", 1000000, 0, &t), 0);
+    assert_int_equal(t, 1000000 + 3600);
+    assert_int_equal(pa_coll_parse_query_time("now+1h", 1000000, 0, &t), 0);
+    assert_int_equal(t, 1000000 + 3600);
+    assert_int_equal(pa_coll_parse_query_time("now  1h", 1000000, 0, &t), -1);
+    assert_int_equal(pa_coll_parse_query_time("now ", 1000000, 0, &t), -1);
+    assert_int_equal(pa_coll_parse_query_time("NaN", 1000000, 0, &t), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_plus_decoded_to_a_space_still_means_later),
         cmocka_unit_test(timestamps_follow_pyroscope_digit_rule),
         cmocka_unit_test(malformed_timestamps_are_rejected),
         cmocka_unit_test(query_times_accept_relative_now),

@@ -18,6 +18,7 @@ class BadServer:
         self.mode = mode
         self.accepted = []  # (query dict, body text)
         self.requests = 0
+        self.slow_answered = 0  # slow: requests whose delayed answer was sent
         self.lock = threading.Lock()
         parent = self
         kind, _, arg = mode.partition(":")
@@ -53,6 +54,8 @@ class BadServer:
                 body = self.rfile.read(length)
                 if action == "slow":
                     time.sleep(float(arg))
+                    with parent.lock:
+                        parent.slow_answered += 1
                 if action in ("503", "413"):
                     msg = b"go away\n"
                     self.send_response(int(action))

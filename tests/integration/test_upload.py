@@ -133,6 +133,23 @@ def test_totals_at_the_collector(ctx):
         col.stop()
 
 
+def test_sigterm_uploads(ctx):
+    """A process ended by SIGTERM (default action) uploads its samples first, within the exit
+    deadline, and still dies of SIGTERM: the collector holds exactly the local file's stacks."""
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    try:
+        env = ctx.agent("http://127.0.0.1:%d" % col.port, "doomed", extra={"PYAGENT_UPLOAD_INTERVAL": "60"})
+        p = ctx.start(["deaths.py", "self", "SIGTERM"], env, cwd)
+        rc, out, err = finish(p)
+        check(rc == -15 and out == "", "rc %d, out %r, err %s" % (rc, out, err[-2000:]))
+        local = local_stacks(os.path.join(cwd, "local.folded"))
+        check(sum(local.values()) > 0, "no samples in the local file")
+        same_stacks(col.stacks("doomed.cpu"), local, "collector")
+    finally:
+        col.stop()
+
+
 def test_collector_down_at_start(ctx):
     cwd = ctx.workdir()
     col = Collector(ctx.collector_exe, cwd, free_port())
@@ -205,8 +222,10 @@ def test_slow_server_bounds_exit(ctx):
     extra = {"PYAGENT_UPLOAD_TIMEOUT_MS": "500", "PYAGENT_EXIT_TIMEOUT_MS": "2000"}
     srv, cwd, rc, out, err, wall = run_against(ctx, "slow:60", seconds="3", extra=extra)
     check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
-    # 3 s of program; the bound is 2 s; anything near the server's 60 s would be a hang.
-    check(wall < 3 + 2 + 8, "the program took %.1f s to exit" % wall)
+    # The exit gave up on the server: it never waited for the 60 s answer. (How long the
+    # exit takes is a benchmark figure; a loaded machine must not fail this test.)
+    check(srv.slow_answered == 0, "the program waited for the slow server (%.1f s)" % wall)
+    check(srv.requests > 0, "no upload was attempted")
     spool = os.path.join(ctx.tmp, "spool-bad")
     check(any(f.endswith(".spool") for f in os.listdir(spool)), "nothing kept in the spool")
 
@@ -383,6 +402,46 @@ def test_forked_children_upload_their_own(ctx):
         check(sent == sampled, "uploads from pids %s, sampled Python processes %s" % (sorted(sent), sorted(sampled)))
     finally:
         srv.stop()
+
+
+THREADS = r"""
+import threading, time
+def count():
+    with open("/proc/self/status") as f:
+        return int(next(l.split()[1] for l in f if l.startswith("Threads:")))
+def busy(s):
+    t = time.monotonic()
+    while time.monotonic() - t < s:
+        sum(range(1000))
+busy(0.5)
+print(count())
+done = threading.Event()
+w = threading.Thread(target=done.wait)
+w.start()
+busy(0.5)
+print(count())
+done.set()
+w.join()
+"""
+
+
+def test_agent_threads_bound(ctx):
+    """Without a server a single-threaded program has no thread of ours; uploading takes one,
+    the upload thread; the namer joins only once the program has a second thread."""
+    cwd = ctx.workdir()
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
+    e.update(LD_PRELOAD=ctx.lib, PYAGENT_OUTPUT=os.path.join(cwd, "local.%p.folded"))
+    # The program's threads (1, then 2) plus ours: the agent thread starts with the program's
+    # second thread (with the namer), or at once when uploading.
+    for server, single, threaded in ((None, 1, 4), ("http://127.0.0.1:%d" % free_port(), 2, 4)):
+        env = dict(e)
+        if server:
+            env.update(PYAGENT_SERVER=server, PYAGENT_SPOOL_DIR=os.path.join(cwd, "spool"))
+        r = subprocess.run([ctx.python, "-c", THREADS], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        check(r.returncode == 0, "program failed: %s" % r.stderr)
+        got = [int(x) for x in r.stdout.split()]
+        check(got == [single, threaded], "server %s: threads seen %s, expected %s" % (server, got, [single, threaded]))
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}

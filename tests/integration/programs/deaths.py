@@ -1,0 +1,81 @@
+"""Ends by a signal whose default action is fatal, as a supervisor or a timer would end it.
+
+  deaths.py self SIG      burns CPU in doomed_burn(), then sends itself SIG
+  deaths.py alarm         burns 1 s of CPU, then signal.alarm(1) and burns until SIGALRM ends it
+  deaths.py outside SIG   starts itself (`burn`) as a child, sends it SIG after 1 s of its CPU
+                          time, prints the child's status; the child's profile is the one
+  deaths.py handler       its own SIGTERM handler prints and exits 3 (behaviour unchanged)
+  deaths.py pool METHOD   with Pool(2) as p: p.map(mapped_burn, ...): the pool terminates its
+                          workers with SIGTERM on leaving the with block"""
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def doomed_burn(seconds):
+    end = time.thread_time() + seconds
+    n = 0
+    while time.thread_time() < end:
+        n += 1
+    return n
+
+
+def mapped_burn(i):
+    doomed_burn(0.25)
+    return i
+
+
+def main():
+    what = sys.argv[1]
+    if what == "self":
+        doomed_burn(1.0)
+        os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+        time.sleep(5)
+        print("still alive")
+    elif what == "alarm":
+        doomed_burn(1.0)
+        signal.alarm(1)
+        doomed_burn(30)
+        print("still alive")
+    elif what == "burn":
+        print("ready", flush=True)
+        doomed_burn(30)
+    elif what == "outside":
+        p = subprocess.Popen([sys.executable, sys.argv[0], "burn"], stdout=subprocess.PIPE)
+        p.stdout.readline()
+        with open("pids.txt", "w") as f:
+            f.write("%d\n" % p.pid)
+        # Let it burn a second of CPU (its own clock, whatever the machine's load).
+        ticks = os.sysconf("SC_CLK_TCK")
+        while True:
+            with open("/proc/%d/stat" % p.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if (int(fields[11]) + int(fields[12])) / ticks >= 1.0:
+                break
+            time.sleep(0.05)
+        p.send_signal(getattr(signal, sys.argv[2]))
+        rc = p.wait()
+        print("child", "killed by " + signal.Signals(-rc).name if rc < 0 else "exit %d" % rc)
+    elif what == "handler":
+        def on_term(sig, frame):
+            print("own handler", sig, flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, on_term)
+        print("getsignal is ours:", signal.getsignal(signal.SIGTERM) is on_term)
+        doomed_burn(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    elif what == "pool":
+        ctx = multiprocessing.get_context(sys.argv[2])
+        with ctx.Pool(2) as p:
+            got = p.map(mapped_burn, range(8), chunksize=1)
+        print(sum(got))
+        with open("pids.txt", "w") as f:
+            f.write("%d\n" % os.getpid())
+
+
+if __name__ == "__main__":
+    main()
