@@ -199,18 +199,16 @@ static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, 
             return -1;
         }
         char real[PATH_MAX];
-        if (!realpath(cand, real)) {
-            snprintf(why, whysize, "source not available (%s)", strerror(errno));
-            return -1;
-        }
-        int inside = 0;
-        for (size_t i = 0; i < o->nroots && !inside; i++) {
+        int inside = 0, found = realpath(cand, real) != NULL;
+        for (size_t i = 0; found && i < o->nroots && !inside; i++) {
             char root[PATH_MAX];
             if (realpath(o->root_to[i], root) && under(real, root))
                 inside = 1;
         }
+        /* One answer whether the path is missing or resolves outside the roots (through ".."
+         * or a link): two would tell whoever chose the path which files exist elsewhere. */
         if (!inside) {
-            snprintf(why, whysize, "resolves outside the source roots: not read");
+            snprintf(why, whysize, "source not available (no such file under the source roots)");
             return -1;
         }
         snprintf(cand, sizeof cand, "%s", real);

@@ -3,10 +3,13 @@
 # As root it runs apt-get; otherwise it prints the exact line to run.
 set -euo pipefail
 
-build_pkgs="build-essential cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
-  libunwind-dev libmicrohttpd-dev libsqlite3-dev patchelf curl"
-test_pkgs="libcmocka-dev clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
-  npm hyperfine procps file binutils ca-certificates openssl wrk"
+# libunwind is built from Debian's source package (scripts/libunwind.sh: dpkg-dev unpacks
+# it); cmocka is needed by the build's unit-test targets.
+build_pkgs="build-essential dpkg-dev cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
+  libmicrohttpd-dev libsqlite3-dev libcmocka-dev patchelf curl ca-certificates"
+test_pkgs="clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
+  npm hyperfine procps file binutils openssl wrk debootstrap libpython3.11-testsuite
+  uwsgi-core uwsgi-plugin-python3"
 
 want="$build_pkgs"
 [ "${1:-}" = "--test" ] && want="$build_pkgs $test_pkgs"
@@ -19,7 +22,7 @@ for p in $want; do
     nodejs) command -v node >/dev/null && continue ;;
     npm) command -v npm >/dev/null && continue ;;
   esac
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
 
@@ -30,7 +33,6 @@ if [ "$(id -u)" = 0 ]; then
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 else
-  echo "deps: missing Debian packages; run as root:" >&2
-  echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends$missing" >&2
+  echo "deps: missing Debian packages; as root, run: apt-get update && apt-get install -y --no-install-recommends$missing" >&2
   exit 1
 fi

@@ -12,6 +12,8 @@
 #   scripts/pythons.sh --ensure [--out FILE] [--refresh]   find/provide, write the list
 #   scripts/pythons.sh --list   [--out FILE]               print the list (ensure if missing)
 #   scripts/pythons.sh --austin                            print the path of sid's austin
+#   scripts/pythons.sh --ensure --testsuites                also unpack sid's regression suites
+#                                                           (libpython3.X-testsuite) into its root
 #
 # The list (default build/pythons.txt), one interpreter a line, tab-separated:
 #   NAME  PATH  KIND  VERSION  HEADERS
@@ -33,6 +35,7 @@ repo=$(pwd)
 mode=""
 out="$repo/build/pythons.txt"
 refresh=0
+testsuites=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --ensure | --list | --austin) mode=${1#--} ;;
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
     shift
     ;;
   --refresh) refresh=1 ;;
+  --testsuites) testsuites=1 ;;
   -h | --help)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     exit 0
@@ -87,7 +91,7 @@ kind() {
   else
     needed=$(ldd "$1" 2>/dev/null || true)
   fi
-  if echo "$needed" | grep -q 'libpython'; then echo shared; else echo static; fi
+  case "$needed" in *libpython*) echo shared ;; *) echo static ;; esac
 }
 
 declare -A seen_path=() seen_name=()
@@ -125,7 +129,7 @@ add() {
 debian_mirror() {
   local m
   m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources \
-    2>/dev/null | grep -Eo 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -1 | tr -d ' ')
+    2>/dev/null | grep -Eo 'https?://[^ ]+/debian/?( |$)' | grep -v security | sed -n 1p | tr -d ' ')
   echo "${m:-http://deb.debian.org/debian}"
 }
 
@@ -148,7 +152,7 @@ sid_has() { # sid_has PACKAGE: sid carries PACKAGE for amd64
 }
 
 sid_version_of() {
-  apt-cache "${apt_opts[@]}" show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Version: //p' | head -1
+  apt-cache "${apt_opts[@]}" show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Version: //p' | sed -n 1p
 }
 
 need_patchelf() {
@@ -278,7 +282,7 @@ sid_build() {
 
   local ld
   ld=$(find "$tmp/usr/lib64" "$tmp/lib64" "$tmp/usr/lib/x86_64-linux-gnu" "$tmp/lib/x86_64-linux-gnu" \
-    -maxdepth 1 -type f -name 'ld-linux-x86-64.so.2' 2>/dev/null | head -1)
+    -maxdepth 1 -type f -name 'ld-linux-x86-64.so.2' 2>/dev/null | sed -n 1p)
   [ -n "$ld" ] || { log "sid: libc6 brought no ld-linux-x86-64.so.2"; return 1; }
   ld=$root${ld#"$tmp"}
   sid_fix_symlinks "$tmp" "$root"
@@ -333,7 +337,53 @@ sid_ensure() {
   else
     sid_build || log "sid: could not provide sid interpreters"
   fi
+  if [ "$testsuites" = 1 ]; then
+    sid_testsuites || log "sid: could not provide the test suites"
+  fi
   flock -u 9
+}
+
+# sid_testsuites: unpacks each sid interpreter's libpython3.X-testsuite (the `test` package,
+# what `python3.X -m test` runs) into the root, at the interpreter's own version, so that
+# scripts/cpython-suites.py can run CPython's regression suites on them. Cached: $root/.testsuites
+# lists the versions unpacked; the root's rebuild drops it together with the suites.
+# Uses the package lists the root was built from; only when they no longer name the package
+# at the interpreter's version are they updated.
+sid_testsuites() {
+  local mark=$root/.testsuites v state ver pkgs="" want="" updated=0 dl=$sid/testsuites.partial deb
+  [ -f "$root/.stamp" ] || { log "sid: no root to add test suites to"; return 1; }
+  sid_apt_setup
+  while read -r v state ver; do
+    case "$v" in 3.*[0-9]) ;; *) continue ;; esac
+    [ "$state" = ok ] || continue
+    if grep -qx "$v $ver" "$mark" 2>/dev/null; then continue; fi
+    pkgs="$pkgs libpython$v-testsuite=$ver"
+    want="$want$v $ver"$'\n'
+  done <"$root/.stamp"
+  if [ -z "$pkgs" ]; then
+    log "sid: test suites cached in $root"
+    return 0
+  fi
+  rm -rf "$dl"
+  mkdir -p "$dl"
+  log "sid: downloading$pkgs"
+  # shellcheck disable=SC2086
+  while ! (cd "$dl" && apt-get "${apt_opts[@]}" -qq download $pkgs >&2); do
+    if [ "$updated" = 1 ]; then
+      log "sid: cannot download$pkgs; sid has moved on: rebuild the root with --ensure --refresh --testsuites"
+      rm -rf "$dl"
+      return 1
+    fi
+    log "sid: apt-get update (the package lists predate these versions)"
+    apt-get "${apt_opts[@]}" -qq update >&2 || return 1
+    updated=1
+  done
+  mkdir -p "$dl/x"
+  for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$dl/x"; done
+  sid_fix_symlinks "$dl/x" "$root"
+  cp -a "$dl/x/." "$root/"
+  rm -rf "$dl"
+  printf '%s' "$want" >>"$mark"
 }
 
 # ---------------------------------------------------------------------------------------

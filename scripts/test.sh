@@ -9,7 +9,7 @@ scripts/deps.sh --test || exit 1
 passed=0
 failed=0
 failures=""
-stage() { # stage NAME COMMAND...: runs a stage, counts ctest's results from its log
+stage() { # stage NAME COMMAND...: runs a stage, counts its results from its log (ctest's summary, or a plain closing line)
   local name=$1
   shift
   echo "=== $name"
@@ -17,18 +17,20 @@ stage() { # stage NAME COMMAND...: runs a stage, counts ctest's results from its
   mkdir -p build
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
-  local p f
-  p=$(grep -Eo '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 | cut -d' ' -f1)
-  f=$(grep -Eo '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 | cut -d' ' -f3)
-  if [ -z "$p" ]; then # ctest's own summary
-    local line
-    line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
-    if [ -n "$line" ]; then
-      local total
-      f=$(echo "$line" | sed -E 's/.*passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/')
-      total=$(echo "$line" | sed -E 's/.*failed out of ([0-9]+).*/\1/')
-      p=$((total - f))
-    fi
+  local p="" f="" line
+  # ctest's own summary first: the output of a failing test (--output-on-failure) may hold
+  # plain "N passed, N failed" lines of its own (the harmlessness runner's), which must not
+  # stand for the stage.
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  if [ -n "$line" ]; then
+    local total
+    f=$(echo "$line" | sed -E 's/.*passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+    total=$(echo "$line" | sed -E 's/.*failed out of ([0-9]+).*/\1/')
+    p=$((total - f))
+  else
+    line=$(grep -Eo '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    p=$(echo "$line" | cut -d' ' -f1)
+    f=$(echo "$line" | cut -d' ' -f3)
   fi
   p=${p:-0}
   f=${f:-0}
@@ -58,6 +60,19 @@ demo_check() { # the README's main job, stopped at the end
   return $rc
 }
 stage demo demo_check
+# The README's first command on a fresh Debian 12 minbase root (prints the time it took).
+stage fresh-root tests/packaging/fresh_root.sh demo
+# The .deb packages, installed with apt-get on a fresh root.
+stage build-package scripts/build.sh package
+stage packages tests/packaging/fresh_root.sh packages build/package
+# deploy/Dockerfile's runtime image, built step by step in a fresh root (no Docker engine here).
+stage image tests/packaging/fresh_root.sh image build/package
+cpython_suites() { # CPython's own regression tests (a subset chosen for risk) without and with the agent
+  scripts/pythons.sh --ensure --testsuites >/dev/null || return 1
+  scripts/cpython-suites.py --subset ci --python debian-3.11 --python sid-3.15 \
+    --agent cpu@1000 --agent wall@250 -j 4 --timeout 120 --quiet
+}
+stage cpython-suites cpython_suites
 if [ -x tests/browser/run.sh ]; then
   stage browser tests/browser/run.sh build/release
 fi
