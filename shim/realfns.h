@@ -21,10 +21,25 @@ __attribute__((noreturn)) void pa_real_exit(int status);
  * result. */
 int pa_spawn_agent_thread(void *(*fn)(void *));
 
+/* The executable segments a thread interrupted by a fatal signal may be in, for
+ * shim/signals.c to say whether it may flush there: the interpreter (libpython, or python
+ * itself when it is linked in), libpyagent.so, the dynamic loader, the C library, its
+ * libpthread where it has one, and the library that provides malloc when it is not the C
+ * library (jemalloc, tcmalloc). An object that is absent has lo == hi == 0. */
+enum {
+    PA_TEXT_PY,
+    PA_TEXT_OWN,
+    PA_TEXT_LD,
+    PA_TEXT_LIBC,
+    PA_TEXT_PTHREAD,
+    PA_TEXT_MALLOC,
+    PA_TEXT_N
+};
+
 /* shim/signals.c: the death handler on default-fatal signals the program leaves at SIG_DFL
- * (text: the code of the interpreter, of libpyagent.so and of the loader, lo/hi pairs;
- * grace_ms: the exit deadline), and its reset in a forked child. */
-void pa_signals_watch_deaths(const uintptr_t text[6], unsigned grace_ms);
+ * (text: lo/hi pairs, by the enum above; grace_ms: the exit deadline), and its reset in a
+ * forked child. */
+void pa_signals_watch_deaths(const uintptr_t text[2 * PA_TEXT_N], unsigned grace_ms);
 void pa_signals_fork_child(void);
 
 #endif

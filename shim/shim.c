@@ -332,36 +332,61 @@ static void set_up_native(void) {
     }
 }
 
-/* The executable segments of the interpreter (libpython, or python itself when it is linked
- * in), of this library and of the dynamic loader: where a thread interrupted by a fatal
- * signal may or may not flush (shim/signals.c). */
+/* The executable segments a thread interrupted by a fatal signal may be in (realfns.h,
+ * PA_TEXT_*): where it may or may not flush (shim/signals.c). */
 struct text_search {
-    uintptr_t addr[2]; /* an address inside each: Py_GetVersion, ours */
-    uintptr_t ld_base; /* the loader's load address (AT_BASE) */
-    uintptr_t range[6];
+    uintptr_t addr[PA_TEXT_N]; /* an address inside each, or 0: found by name or load address */
+    uintptr_t ld_base;         /* the loader's load address (AT_BASE) */
+    uintptr_t range[2 * PA_TEXT_N];
 };
+
+static int name_is(const char *path, const char *soname) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, soname, strlen(soname)) == 0;
+}
 
 static int find_text(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
     struct text_search *t = arg;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
             continue;
-        for (int k = 0; k < 3; k++)
-            if (k < 2 ? t->addr[k] >= lo && t->addr[k] < hi : info->dlpi_addr == t->ld_base) {
+        for (int k = 0; k < PA_TEXT_N; k++) {
+            int hit;
+            if (k == PA_TEXT_LD)
+                hit = info->dlpi_addr == t->ld_base;
+            else if (k == PA_TEXT_LIBC)
+                hit = name_is(name, "libc.so");
+            else if (k == PA_TEXT_PTHREAD)
+                hit = name_is(name, "libpthread.so");
+            else
+                hit = t->addr[k] >= lo && t->addr[k] < hi;
+            if (hit) {
                 t->range[2 * k] = lo;
                 t->range[2 * k + 1] = hi;
             }
+        }
     }
     return 0;
 }
 
 static void watch_deaths(void) {
-    struct text_search t = {
-        {(uintptr_t)pa_py_sym("Py_GetVersion"), (uintptr_t)&watch_deaths}, getauxval(AT_BASE), {0}};
+    struct text_search t;
+    memset(&t, 0, sizeof t);
+    t.addr[PA_TEXT_PY] = (uintptr_t)pa_py_sym("Py_GetVersion");
+    t.addr[PA_TEXT_OWN] = (uintptr_t)&watch_deaths;
+    t.addr[PA_TEXT_MALLOC] = (uintptr_t)dlsym(RTLD_DEFAULT, "malloc");
+    t.ld_base = getauxval(AT_BASE);
     dl_iterate_phdr(find_text, &t);
+    /* malloc in the C library (the usual case) or, oddly, in the interpreter: those ranges
+     * have rules of their own. */
+    uintptr_t *m = &t.range[2 * PA_TEXT_MALLOC];
+    if (m[0] == t.range[2 * PA_TEXT_LIBC] || m[0] == t.range[2 * PA_TEXT_PY])
+        m[0] = m[1] = 0;
     pa_signals_watch_deaths(t.range, cfg.exit_timeout_ms);
 }
 

@@ -199,19 +199,18 @@ PA_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
  * tgkill to this thread), so the process dies of the same signal, its core flag as without
  * us. The flush (exit's: malloc, locks, files, the bounded upload) is not async-signal-safe,
  * so it runs only where the interrupted code cannot be inside the C library's or our own
- * state: the thread was running the interpreter's own code, or stood at a system call that
- * delivers signals (waiting, or kill / unblocking, as os.kill and raise do). Elsewhere
- * (memcpy, malloc, an extension module, our code) the process dies at once, as without us,
- * and the profile keeps what the last refresh wrote: deferring the death instead would let
- * the program run on, and be seen to. Once the flush started, a one-shot timer sends the
- * signal again to this thread at the exit deadline plus one second; on_death, called there
- * (SA_NODEFER), takes the default action whatever the flush is doing.
+ * state: the thread was running the interpreter's own code or another library's (zlib, an
+ * extension), or stood at a system call that delivers signals (waiting, or kill /
+ * unblocking, as os.kill and raise do). Elsewhere (memcpy, malloc, the loader, our code) it
+ * looks again every millisecond for 100 ms (seek_tick) and dies without the flush after
+ * that: a signal that is not the thread's own arrives when the program cannot know, so a
+ * few milliseconds later look the same to it. Once the flush started, a one-shot timer sends
+ * the signal again to this thread at the exit deadline plus one second; on_death, called
+ * there (SA_NODEFER), takes the default action whatever the flush is doing.
  * docs/architecture.md, "Deaths by signal". */
-static uintptr_t py_text_lo, py_text_hi;   /* the interpreter's code (set before install) */
-static uintptr_t own_text_lo, own_text_hi; /* libpyagent.so's */
-static uintptr_t ld_text_lo, ld_text_hi;   /* the dynamic loader's */
-static unsigned death_grace_ms;            /* the exit deadline */
-static _Atomic int dying;                  /* the signal we die of, once one arrived */
+static uintptr_t text_lo[PA_TEXT_N], text_hi[PA_TEXT_N]; /* set before install */
+static unsigned death_grace_ms;                          /* the exit deadline */
+static _Atomic int dying; /* the signal we die of, once one arrived */
 static _Atomic uint64_t hard_deadline_ns;
 static _Atomic int death_timer = -1; /* kernel timer id, -2 while being made */
 
@@ -269,15 +268,33 @@ static int heap_call(long nr) {
 }
 #endif
 
+static int in_text(int k, uintptr_t pc) {
+    return pc >= text_lo[k] && pc < text_hi[k];
+}
+
 /* May the flush run on the thread interrupted in context uc? */
 static int safe_point(const ucontext_t *uc) {
+    if (pa_handler_depth)
+        return 0; /* a handler of the program's runs: it may have interrupted anything */
 #if defined(__x86_64__)
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     long ax = (long)uc->uc_mcontext.gregs[REG_RAX];
-    if (pc >= py_text_lo && pc < py_text_hi)
+#elif defined(__aarch64__)
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc;
+#else
+    uintptr_t pc = 0;
+#endif
+    if (in_text(PA_TEXT_PY, pc))
         return 1;
-    if ((pc >= own_text_lo && pc < own_text_hi) || (pc >= ld_text_lo && pc < ld_text_hi))
-        return 0; /* our code, or the loader's (its lock may be held) */
+    if (in_text(PA_TEXT_OWN, pc) || in_text(PA_TEXT_LD, pc) || in_text(PA_TEXT_MALLOC, pc))
+        return 0; /* our code, the loader's (its lock may be held), a malloc of its own */
+    if (!in_text(PA_TEXT_LIBC, pc) && !in_text(PA_TEXT_PTHREAD, pc))
+        return pc != 0; /* another library (zlib, an extension) or generated code: the thread
+                         * is inside nothing of the C library's; a library that libc called
+                         * back (qsort, dl_iterate_phdr) holds no state the flush needs but
+                         * the loader's lock, which only an upload's name lookup takes, and
+                         * the death timer bounds that wait */
+#if defined(__x86_64__)
     /* At a system call, where the C library's wrappers (read, kill, clock_gettime, ...) hold
      * no state of their own: the kernel restarts it (pc is back on `syscall`, 0f 05, and
      * rax holds its number), or it returned (rax holds the result) and its number is the
@@ -297,14 +314,62 @@ static int safe_point(const ucontext_t *uc) {
         memcpy(&nr, at - 6, sizeof nr);
         return !heap_call(nr);
     }
-    return 0;
-#elif defined(__aarch64__)
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc;
-    return pc >= py_text_lo && pc < py_text_hi;
-#else
-    (void)uc;
-    return 0;
 #endif
+    return 0;
+}
+
+/* Starts the final flush on this thread (a safe point), bounded by the death timer. */
+static void flush_then_die(int sig, uint64_t now) {
+    uint64_t hard = death_deadline(now);
+    atomic_store(&hard_deadline_ns, hard);
+    if (death_timer_in(sig, hard - now) == 0)
+        pa_shim_death_flush();
+    pa_chain_default(sig);
+}
+
+/* A signal that found the thread away from a safe point looks again every SEEK_TICK_NS, for
+ * at most SEEK_NS, on the same thread (the death timer sends it): the signal came from
+ * another process or thread, so the program cannot tell a death taken a few milliseconds
+ * later from a signal delivered later. Past SEEK_NS it dies without the flush. */
+#define SEEK_TICK_NS 1000000u
+#define SEEK_NS 100000000u
+static _Atomic uint64_t seek_until_ns; /* nonzero while a thread looks for a safe point */
+static _Atomic pid_t seek_tid;
+
+/* The program is exiting and its final profile is being written: a kill now (as
+ * multiprocessing's terminate() sends one to a worker that is just leaving) takes effect once
+ * it is written, on this thread after the flush (returns 1), or here after waiting for
+ * another thread's (bounded by the exit deadline plus a second). Returns 0 when no exit flush
+ * runs. */
+static int after_exit_flush(int sig, uint64_t now) {
+    pid_t flusher = pa_shim_exit_flusher();
+    if (!flusher)
+        return 0;
+    if (flusher == (pid_t)syscall(SYS_gettid)) {
+        pa_shim_die_after_flush(sig);
+        return 1;
+    }
+    uint64_t until = death_deadline(now);
+    struct timespec ms = {0, 1000000};
+    while (pa_shim_exit_flusher() && mono_ns() < until)
+        nanosleep(&ms, NULL);
+    pa_chain_default(sig);
+    return 1;
+}
+
+/* One look of the seeking thread: flush and die at a safe point, die once the time is out,
+ * else look again in a tick. */
+static void seek_tick(int sig, const ucontext_t *uc, uint64_t now) {
+    if (after_exit_flush(sig, now)) { /* it reached the program's own exit meanwhile */
+        atomic_store(&seek_until_ns, 0);
+        return;
+    }
+    if (safe_point(uc)) {
+        atomic_store(&seek_until_ns, 0);
+        flush_then_die(sig, now);
+    }
+    if (now >= atomic_load(&seek_until_ns) || death_timer_in(sig, SEEK_TICK_NS) != 0)
+        pa_chain_default(sig);
 }
 
 static void on_death(int sig, siginfo_t *si, void *uc) {
@@ -315,6 +380,12 @@ static void on_death(int sig, siginfo_t *si, void *uc) {
     uint64_t now = mono_ns();
     int first = 0;
     if (!atomic_compare_exchange_strong(&dying, &first, sig)) {
+        /* The seeking thread's tick (or a second signal on it) looks again. */
+        if (atomic_load(&seek_until_ns) && seek_tid == (pid_t)syscall(SYS_gettid)) {
+            seek_tick(first, uc, now);
+            errno = saved;
+            return;
+        }
         /* A flush runs (on this thread or another): its bound, or a second signal. */
         uint64_t hard = atomic_load(&hard_deadline_ns);
         if (hard && now >= hard)
@@ -322,42 +393,28 @@ static void on_death(int sig, siginfo_t *si, void *uc) {
         errno = saved;
         return;
     }
-    pid_t flusher = pa_shim_exit_flusher();
-    if (flusher) {
-        /* The program is exiting and its final profile is being written: a kill now (as
-         * multiprocessing's terminate() sends one to a worker that is just leaving) takes
-         * effect once it is written, on this thread after the flush, or here after waiting
-         * for another thread's (bounded by the exit deadline plus a second). */
-        uint64_t until = death_deadline(now);
-        if (flusher == (pid_t)syscall(SYS_gettid)) {
-            pa_shim_die_after_flush(sig);
-            errno = saved;
-            return;
-        }
-        struct timespec ms = {0, 1000000};
-        while (pa_shim_exit_flusher() && mono_ns() < until)
-            nanosleep(&ms, NULL);
+    if (after_exit_flush(sig, now)) {
+        errno = saved;
+        return;
+    }
+    if (safe_point(uc))
+        flush_then_die(sig, now);
+    /* Elsewhere (malloc, memcpy, our code, the loader): look again shortly. */
+    seek_tid = (pid_t)syscall(SYS_gettid);
+    atomic_store(&seek_until_ns, now + SEEK_NS);
+    if (death_timer_in(sig, SEEK_TICK_NS) != 0)
         pa_chain_default(sig);
-    }
-    if (safe_point(uc)) {
-        uint64_t hard = death_deadline(now);
-        atomic_store(&hard_deadline_ns, hard);
-        if (death_timer_in(sig, hard - now) == 0)
-            pa_shim_death_flush();
-    }
-    pa_chain_default(sig);
+    errno = saved;
 }
 
 /* Installs the death handler on every default-fatal signal the program leaves at SIG_DFL.
  * text: the code of the interpreter, of libpyagent.so and of the loader, as lo, hi pairs;
  * grace_ms: the exit deadline. Normal context. */
-void pa_signals_watch_deaths(const uintptr_t text[6], unsigned grace_ms) {
-    py_text_lo = text[0];
-    py_text_hi = text[1];
-    own_text_lo = text[2];
-    own_text_hi = text[3];
-    ld_text_lo = text[4];
-    ld_text_hi = text[5];
+void pa_signals_watch_deaths(const uintptr_t text[2 * PA_TEXT_N], unsigned grace_ms) {
+    for (int k = 0; k < PA_TEXT_N; k++) {
+        text_lo[k] = text[2 * k];
+        text_hi[k] = text[2 * k + 1];
+    }
     death_grace_ms = grace_ms;
     atomic_store(&deaths_on, 1);
     for (int sig = 1; sig < NSIG; sig++) {

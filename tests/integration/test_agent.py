@@ -349,7 +349,8 @@ def test_rates_beyond_the_tick(ctx):
 def test_signal_deaths(ctx):
     """A default-fatal signal ends the process as without us (same wait status, core flag
     included) and the samples taken so far reach the local file: sent by the process to
-    itself, by SIGALRM from signal.alarm, and by another process."""
+    itself, by SIGALRM from signal.alarm, and by another process, also while the process runs
+    a C library's code."""
     for sig in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
         r = ctx.same_as_without(["deaths.py", "self", sig], env={"PYAGENT_RATE": "100"})
         check(r.rc == -getattr(__import__("signal"), sig), "%s: exit status %d" % (sig, r.rc))
@@ -366,6 +367,21 @@ def test_signal_deaths(ctx):
     check(child in profs, "no profile of the killed child %d (profiles: %s)" % (child, sorted(profs)))
     n = profs[child].total(has_frame("doomed_burn"))
     check(n >= 50, "outside: %d samples of doomed_burn kept, expected about 100" % n)
+    # The signal finds the child in zlib's C code, not at a safe point for the flush: the
+    # death waits for one (the child returns to the interpreter between two compressions).
+    r = ctx.same_as_without(["deaths.py", "outside-c", "SIGTERM"])
+    check(r.out == "child killed by SIGTERM\n", "outside-c: %r" % r.out)
+    child = int(open(os.path.join(r.cwd, "pids.txt")).read())
+    profs = r.profiles()
+    check(child in profs, "outside-c: no profile of the child killed in C code %d (profiles: %s)"
+          % (child, sorted(profs)))
+    n = profs[child].total(has_frame("doomed_burn"))
+    check(n >= 60, "outside-c: %d samples of doomed_burn kept, expected about 125" % n)
+    with open(os.path.join(PROGRAMS, "deaths.py")) as f:
+        line = next(i for i, text in enumerate(f, 1) if "zlib.compress(data" in text)
+    n = profs[child].total(lambda frames: frames[-1].startswith("main (") and
+                           frames[-1].endswith("deaths.py:%d)" % line))
+    check(n >= 30, "outside-c: %d samples at the zlib.compress line, expected about 125" % n)
 
 
 def test_own_sigterm_handler(ctx):

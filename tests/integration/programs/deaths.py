@@ -4,6 +4,8 @@
   deaths.py alarm         burns 1 s of CPU, then signal.alarm(1) and burns until SIGALRM ends it
   deaths.py outside SIG   starts itself (`burn`) as a child, sends it SIG after 1 s of its CPU
                           time, prints the child's status; the child's profile is the one
+  deaths.py outside-c SIG the same, but the child burns 0.5 s in doomed_burn(), then 0.5 s
+                          of CPU in zlib's C code (not the interpreter's), where SIG finds it
   deaths.py handler       its own SIGTERM handler prints and exits 3 (behaviour unchanged)
   deaths.py pool METHOD   with Pool(2) as p: p.map(mapped_burn, ...): the pool terminates its
                           workers with SIGTERM on leaving the with block"""
@@ -43,18 +45,30 @@ def main():
     elif what == "burn":
         print("ready", flush=True)
         doomed_burn(30)
-    elif what == "outside":
-        p = subprocess.Popen([sys.executable, sys.argv[0], "burn"], stdout=subprocess.PIPE)
+    elif what == "burn-c":
+        import zlib
+        data = os.urandom(1 << 20)
+        doomed_burn(0.5)
+        print("ready", flush=True)
+        while True:
+            zlib.compress(data, 9)
+    elif what in ("outside", "outside-c"):
+        child = "burn" if what == "outside" else "burn-c"
+        p = subprocess.Popen([sys.executable, sys.argv[0], child], stdout=subprocess.PIPE)
         p.stdout.readline()
         with open("pids.txt", "w") as f:
             f.write("%d\n" % p.pid)
-        # Let it burn a second of CPU (its own clock, whatever the machine's load).
+        # Let it burn a second of CPU (its own clock, whatever the machine's load); outside-c:
+        # half a second in zlib after it said it is ready.
         ticks = os.sysconf("SC_CLK_TCK")
-        while True:
+
+        def cpu():
             with open("/proc/%d/stat" % p.pid) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            if (int(fields[11]) + int(fields[12])) / ticks >= 1.0:
-                break
+            return (int(fields[11]) + int(fields[12])) / ticks
+
+        until = 1.0 if what == "outside" else cpu() + 0.5
+        while cpu() < until:
             time.sleep(0.05)
         p.send_signal(getattr(signal, sys.argv[2]))
         rc = p.wait()
