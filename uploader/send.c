@@ -432,10 +432,16 @@ static int close_socket(void *arg, curl_socket_t fd) {
     return close(fd);
 }
 
-/* Progress callback: nonzero ends the transfer (the exit path wants the lock). */
+/* Progress callback: nonzero ends the transfer (the exit path wants the lock), but only
+ * while the body is still going out. Once the server has the whole body it may have stored
+ * it: ending the transfer then, and sending the same spool file again from the exit path,
+ * would count its samples twice; the exit path waits for the answer instead (within its
+ * deadline; past it the file stays spooled, as any unanswered upload does). */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow) {
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    (void)dltotal, (void)dlnow;
+    if (ultotal > 0 && ulnow >= ultotal)
+        return 0;
     return *(const uint64_t *)arg < atomic_load(&abort_before_ns);
 }
 

@@ -3,7 +3,8 @@ mode and records every profile it accepted (folded bodies) so that a test can ch
 sample was lost or doubled.
 
 Modes: ok; fail5xx:N (the first N requests get 503); reject413; reset:N (the first N
-connections are closed without an answer); slow:S (answers after S seconds); flap:SEED (a
+connections are closed without an answer); slow:S (answers after S seconds); slowfirst:S (the
+first request, body read, is answered after S seconds, the others at once); flap:SEED (a
 seeded coin decides per request between 200, 503 and a reset, before reading the body)."""
 import http.server
 import random
@@ -41,7 +42,7 @@ class BadServer:
                         action = "413"
                     elif kind == "reset" and n <= int(arg):
                         action = "reset"
-                    elif kind == "slow":
+                    elif kind == "slow" or (kind == "slowfirst" and n == 1):
                         action = "slow"
                     elif kind == "flap":
                         action = rng.choice(["ok", "503", "reset"])

@@ -230,6 +230,27 @@ def test_slow_server_bounds_exit(ctx):
     check(any(f.endswith(".spool") for f in os.listdir(spool)), "nothing kept in the spool")
 
 
+def test_exit_during_an_answered_upload(ctx):
+    """The program exits while the server holds its answer to an upload whose body it has
+    read (and stored): the exit waits for that answer rather than abort the transfer and send
+    the same profile again, so no sample is counted twice."""
+    srv = BadServer("slowfirst:2")
+    cwd = ctx.workdir()
+    try:
+        env = ctx.agent(srv.url(), "bad", fmt="folded", extra={"PYAGENT_EXIT_TIMEOUT_MS": "6000"})
+        rc, out, err = finish(ctx.start(["steady.py", "1.5"], env, cwd))
+        check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+        # The held answer goes out 2 s after the first upload came, whether the program
+        # waited for it or not; what the server stored is complete only then.
+        until = time.monotonic() + 30
+        while srv.slow_answered < 1 and srv.requests and time.monotonic() < until:
+            time.sleep(0.1)
+        check(srv.slow_answered == 1, "the first upload did not come while the program ran")
+        same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "exit during an upload")
+    finally:
+        srv.stop()
+
+
 def test_rejected_uploads_are_reported(ctx):
     srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="3")
     check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
