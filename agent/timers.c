@@ -9,7 +9,7 @@
  * its ring buffer. The descriptor is closed as soon as the event is set up (owner, signal,
  * ring); signals keep coming, and the program never finds a descriptor of ours in
  * /proc/self/fd, nor closes one. The price: without a descriptor an event cannot be disabled
- * or re-armed, so pausing ends it (munmap) and resuming makes a new one (about 30 us for both
+ * or re-armed, so pausing ends it (munmap) and resuming makes a new one (28 us for both
  * here), and an event without a ring (beyond the locked-memory allowance) is not used. */
 #include "timers.h"
 
