@@ -346,6 +346,28 @@ def test_rates_beyond_the_tick(ctx):
             check(achieved > 2000, "asked %d, achieved only %d per CPU-second: tick-bound" % (rate, achieved))
 
 
+def test_header_cpu_time(ctx):
+    """The header's claims agree with the CPU time the program measured of itself: cpu_s
+    (the program's threads' CPU while sampled) within 10% of its own process_time(),
+    achieved_rate is signals per cpu_s, and the samples, each 1/rate s of CPU, add up to
+    cpu_s (within 15%). Not a speed check: a loaded machine changes every figure together."""
+    for rate in (100, 1000):
+        r = ctx.run(["cputime.py", "truth.json", "1.5"], env={"PYAGENT_RATE": str(rate)})
+        check(r.rc == 0, r.err)
+        truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+        p = r.profile()
+        for key in ("cpu_s", "signals", "achieved_rate"):
+            check(key in p.meta, "rate %d: the header has no %s: %r" % (rate, key, p.meta))
+        cpu, signals, achieved = float(p.meta["cpu_s"]), int(p.meta["signals"]), int(p.meta["achieved_rate"])
+        measured = truth["process_time"]
+        what = "rate %d: header cpu_s=%.3f signals=%d achieved_rate=%d samples=%d; program measured %.3f s (user %.3f, system %.3f)" % (
+            rate, cpu, signals, achieved, p.total(), measured, truth["utime"], truth["stime"])
+        check(abs(cpu - measured) <= 0.10 * measured, "cpu_s is not the program's CPU time: " + what)
+        check(abs(achieved - signals / cpu) <= 1, "achieved_rate is not signals per cpu_s: " + what)
+        check(abs(p.total() / rate - cpu) <= 0.15 * cpu, "samples do not add up to cpu_s: " + what)
+        print(what)
+
+
 def test_signal_deaths(ctx):
     """A default-fatal signal ends the process as without us (same wait status, core flag
     included) and the samples taken so far reach the local file: sent by the process to
