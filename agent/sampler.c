@@ -402,6 +402,7 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         errno = saved_errno;
         return;
     }
+    atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
     if (!pa_py_ready(&py)) {
         count_outside_python(si);
         errno = saved_errno;
@@ -409,7 +410,6 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
     }
     atomic_store_explicit(&seen_ready, 1, memory_order_relaxed);
     uint64_t t0 = now_ns();
-    atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
     uint64_t weight = sample_weight(si);
     if (weight == 0) {
         hist_add(now_ns() - t0);
@@ -600,6 +600,82 @@ int pa_sampler_running(void) {
     return atomic_load(&running);
 }
 
+/* ---- the program's CPU time while sampled (normal context) -------------------------------- *
+ *
+ * What the samples are measured over, for the profile header: the process's CPU clock while
+ * sampling runs, less the agent's own threads (the uploader, the namer, the wall tick), whose
+ * time no sample stands for. Each agent thread registers its CPU clock while it lives and
+ * leaves its total behind when it ends. Stopping freezes the figure, so the final flush's own
+ * work (draining, naming, writing) is not in it. */
+enum { AGENT_THREADS_MAX = 8 };
+static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
+static clockid_t agent_clock[AGENT_THREADS_MAX];
+static int agent_live[AGENT_THREADS_MAX];
+static uint64_t agent_gone_ns;      /* CPU of agent threads that ended (under cpu_lock) */
+static uint64_t cpu_mark_ns;        /* program_cpu_now() when sampling (re)started */
+static uint64_t cpu_acc_ns;         /* program CPU of earlier sampled intervals */
+static int cpu_counting;            /* between start and stop (under reg_lock) */
+static __thread int tls_agent_slot; /* this agent thread's slot + 1 */
+
+static uint64_t clock_ns(clockid_t c) {
+    struct timespec ts;
+    if (clock_gettime(c, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void pa_sampler_agent_thread_begin(void) {
+    clockid_t c;
+    if (pthread_getcpuclockid(pthread_self(), &c) != 0)
+        return;
+    pthread_mutex_lock(&cpu_lock);
+    for (int i = 0; i < AGENT_THREADS_MAX && !tls_agent_slot; i++)
+        if (!agent_live[i]) {
+            agent_clock[i] = c;
+            agent_live[i] = 1;
+            tls_agent_slot = i + 1;
+        }
+    pthread_mutex_unlock(&cpu_lock);
+}
+
+void pa_sampler_agent_thread_end(void) {
+    if (!tls_agent_slot)
+        return;
+    pthread_mutex_lock(&cpu_lock);
+    agent_gone_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    agent_live[tls_agent_slot - 1] = 0;
+    pthread_mutex_unlock(&cpu_lock);
+    tls_agent_slot = 0;
+}
+
+/* The process's CPU time so far, less the agent threads'. */
+static uint64_t program_cpu_now(void) {
+    pthread_mutex_lock(&cpu_lock);
+    uint64_t agent = agent_gone_ns;
+    for (int i = 0; i < AGENT_THREADS_MAX; i++)
+        if (agent_live[i])
+            agent += clock_ns(agent_clock[i]);
+    uint64_t all = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    pthread_mutex_unlock(&cpu_lock);
+    return all > agent ? all - agent : 0;
+}
+
+/* Under reg_lock. */
+static void cpu_count_start(void) {
+    if (!cpu_counting) {
+        cpu_mark_ns = program_cpu_now();
+        cpu_counting = 1;
+    }
+}
+
+static void cpu_count_stop(void) {
+    if (cpu_counting) {
+        uint64_t now = program_cpu_now();
+        cpu_acc_ns += now > cpu_mark_ns ? now - cpu_mark_ns : 0;
+        cpu_counting = 0;
+    }
+}
+
 int pa_sampler_start(char *err, size_t errlen) {
     if (!initialized) {
         snprintf(err, errlen, "sampler not initialized");
@@ -629,6 +705,7 @@ int pa_sampler_start(char *err, size_t errlen) {
         return 0;
     }
     atomic_store(&running, 1);
+    cpu_count_start();
     if (cfg.mode == PA_WALK_WALL && !tick_started)
         tick_started = pa_spawn_agent_thread(tick_main) == 0;
     int failed = 0, first_errno = 0;
@@ -674,6 +751,7 @@ void pa_sampler_stop(void) {
     atomic_store(&running, 0);
     for (size_t i = 0; i < nrecs; i++)
         disarm_timer(&recs[i]);
+    cpu_count_stop();
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -799,6 +877,11 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     pthread_mutex_lock(&reg_lock);
     for (size_t i = 0; i < nrecs; i++)
         st->threads += recs[i].alive;
+    st->cpu_ns = cpu_acc_ns;
+    if (cpu_counting) {
+        uint64_t now = program_cpu_now();
+        st->cpu_ns += now > cpu_mark_ns ? now - cpu_mark_ns : 0;
+    }
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -810,11 +893,13 @@ void pa_sampler_fork_prepare(void) {
     pthread_mutex_lock(&reg_lock);
     /* No handler of ours runs in the forking thread while fork copies the process. */
     was_running_at_fork = atomic_exchange(&running, 0);
+    pthread_mutex_lock(&cpu_lock);
     pa_timer_fork_prepare();
 }
 
 void pa_sampler_fork_parent(void) {
     pa_timer_fork_done(0);
+    pthread_mutex_unlock(&cpu_lock);
     atomic_store(&running, was_running_at_fork);
     pthread_mutex_unlock(&reg_lock);
 }
@@ -848,6 +933,14 @@ void pa_sampler_fork_child(void) {
     pa_table_clear(&tables.t[1]);
     atomic_store(&tables.t[0].writers, 0);
     atomic_store(&tables.t[1].writers, 0);
+    /* The agent threads are the parent's; the child's CPU clock starts at zero. */
+    for (int i = 0; i < AGENT_THREADS_MAX; i++)
+        agent_live[i] = 0;
+    agent_gone_ns = 0;
+    tls_agent_slot = 0;
+    cpu_acc_ns = cpu_mark_ns = 0;
+    cpu_counting = 0;
+    pthread_mutex_unlock(&cpu_lock);
     atomic_store(&n_signals, 0);
     atomic_store(&n_unreadable, 0);
     atomic_store(&n_truncated, 0);

@@ -32,6 +32,7 @@ struct pa_sampler_stats {
     uint64_t code_cache_full; /* frames unnamed because the code cache was full */
     uint64_t handler_p50_ns;  /* handler time, from a histogram of every sample */
     uint64_t handler_p99_ns;
+    uint64_t cpu_ns;   /* the program's CPU time while sampled (agent threads excluded) */
     unsigned threads;  /* threads registered now */
     const char *timer; /* the timer kinds armed: "perf-task-clock", "cpu-timer", ... */
     char timer_buf[48];
@@ -63,6 +64,10 @@ void pa_sampler_thread_begin(void);
 
 struct pa_tables *pa_sampler_tables(void);
 void pa_sampler_get_stats(struct pa_sampler_stats *st);
+/* Called by each agent thread when it begins and before it ends: its CPU time is the agent's,
+ * not the program's (pa_sampler_stats.cpu_ns). */
+void pa_sampler_agent_thread_begin(void);
+void pa_sampler_agent_thread_end(void);
 
 /* Thread registry as the writer of profiles needs it. */
 struct pa_thread_info {

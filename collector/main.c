@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "pyagent_version.h"
 #include "report.h"
 #include "server.h"
 #include "store.h"
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (o.help || o.version) {
-        fputs(o.help ? pa_coll_usage : "pyagent-collector " PA_COLL_VERSION "\n", stdout);
+        fputs(o.help ? pa_coll_usage : PA_VERSION_LINE("pyagent-collector"), stdout);
         pa_coll_options_free(&o);
         return 0;
     }

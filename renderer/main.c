@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyagent_version.h"
+
 static const char *prog = "pyagent-render";
 
 static const char usage_text[] =
@@ -32,6 +34,7 @@ static const char usage_text[] =
     "  --include REGEX        keep only stacks with a frame matching REGEX (POSIX ERE)\n"
     "  --exclude REGEX        drop stacks with a frame matching REGEX\n"
     "  -h, --help             this help\n"
+    "  --version              the version and the commit built from\n"
     "flamegraph, SVG output (flamegraph.pl's knobs):\n"
     "  --width PX (1200)  --minwidth PX (0.1)  --colors python|hot|mem|io|blue|aqua|green\n"
     "  --inverted (icicle)  --reverse (merge by leaf)  --format html|svg (default: by extension)\n"
@@ -182,6 +185,10 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        fputs(PA_VERSION_LINE("pyagent-render"), stdout);
         return 0;
     }
     if (strcmp(cmd, "flamegraph") && strcmp(cmd, "diff") && strcmp(cmd, "heatmap") &&

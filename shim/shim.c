@@ -184,7 +184,25 @@ static void *agent_main(void *arg) {
     return NULL;
 }
 
+struct agent_start {
+    void *(*fn)(void *);
+};
+
+/* Every agent thread runs through here, so that its CPU time is known to be the agent's. */
+static void *agent_thread_main(void *arg) {
+    struct agent_start start = *(struct agent_start *)arg;
+    free(arg);
+    pa_sampler_agent_thread_begin();
+    void *r = start.fn(NULL);
+    pa_sampler_agent_thread_end();
+    return r;
+}
+
 int pa_spawn_agent_thread(void *(*fn)(void *)) {
+    struct agent_start *start = malloc(sizeof *start);
+    if (!start)
+        return -1;
+    start->fn = fn;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -192,9 +210,11 @@ int pa_spawn_agent_thread(void *(*fn)(void *)) {
     sigset_t all, old;
     sigfillset(&all);
     pa_real_pthread_sigmask(SIG_SETMASK, &all, &old);
-    int r = pa_real_pthread_create(&t, &attr, fn, NULL);
+    int r = pa_real_pthread_create(&t, &attr, agent_thread_main, start);
     pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
+    if (r != 0)
+        free(start);
     return r;
 }
 

@@ -32,14 +32,7 @@ static char out_path[4096];
 static time_t started;
 static uint64_t dropped_total;
 static int write_failed_logged;
-static double cpu_at_start; /* process CPU seconds when sampling started */
-static int spooled;         /* this process has put a profile of its own in the spool */
-
-static double process_cpu(void) {
-    struct timespec cpu;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-    return (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
-}
+static int spooled; /* this process has put a profile of its own in the spool */
 
 static const char *mode_name(void) {
     return cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
@@ -88,7 +81,6 @@ int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     total = pa_profile_new();
     pending = pa_profile_new();
     started = pending_from = time(NULL);
-    cpu_at_start = process_cpu();
     set_out_path(0);
     pa_send_init(&cfg);
     return total && pending ? 0 : -1;
@@ -236,10 +228,13 @@ int pa_uploader_write_local(int final) {
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
     pa_profile_set_meta(total, "timer", st.timer);
-    /* What the timers delivered per second of this process's CPU time (ours included). */
-    struct timespec cpu;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-    double cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9 - cpu_at_start;
+    /* What the samples are measured over, and the timers' signals per second of it
+     * (docs/formats.md). */
+    double cpu_s = (double)st.cpu_ns / 1e9;
+    char cpu_buf[32];
+    snprintf(cpu_buf, sizeof cpu_buf, "%.3f", cpu_s);
+    pa_profile_set_meta(total, "cpu_s", cpu_buf);
+    set_meta_u64("signals", st.signals);
     set_meta_u64("achieved_rate", cpu_s > 0 ? (uint64_t)((double)st.signals / cpu_s + 0.5) : 0);
     pa_profile_set_meta(total, "final", final ? "1" : "0");
 
@@ -282,7 +277,6 @@ void pa_uploader_fork_child(void) {
     total = pa_profile_new();
     pending = pa_profile_new();
     started = pending_from = time(NULL);
-    cpu_at_start = process_cpu();
     pa_send_fork_child();
     dropped_total = 0;
     write_failed_logged = 0;

@@ -118,6 +118,13 @@ class CommandLine(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0, args)
             self.assertIn(word, r.stderr, args)
 
+    def test_version_names_version_and_commit(self):
+        # The form of `pyagent --version`, exit status 0, no database needed.
+        r = self.run_cli("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout.decode().strip(),
+                         r"^pyagent-collector \d+\.\d+\.\d+ \(([0-9a-f]{7,}|unknown)\)$")
+
     def test_help_and_unusable_db(self):
         r = self.run_cli("--help")
         self.assertEqual(r.returncode, 0)

@@ -24,9 +24,17 @@ def has_frame(name):
     return lambda frames: any(frame_name(f) == name or frame_name(f).endswith("." + name) for f in frames)
 
 
+ACCURACY_SAMPLES = 5000
+
+
 def test_accuracy(ctx):
-    """Shares of two functions and two threads within 2 points of thread_time(), >= 5000 samples."""
-    r = ctx.run(["accuracy.py", "truth.json", "10.5"], cwd=None)
+    """Shares of two functions and two threads within 2 points of thread_time(), >= 5000 samples.
+    The program burns a fixed amount of its own CPU time (20% more than 5000 samples stand
+    for at the rate asked), so the count follows from CPU time, not from the machine's load;
+    and the samples in the measured functions stand for at least 80% of their measured CPU."""
+    rate = 250
+    cpu = 1.2 * ACCURACY_SAMPLES / rate
+    r = ctx.run(["accuracy.py", "truth.json", "%.1f" % cpu], env={"PYAGENT_RATE": str(rate)}, cwd=None)
     check(r.rc == 0, "accuracy.py failed: %s" % r.err[-2000:])
     truth = json.load(open(os.path.join(r.cwd, "truth.json")))
     p = r.profile()
@@ -36,14 +44,18 @@ def test_accuracy(ctx):
         "compressor": p.total(lambda fr: fr[0] == "thread:Compressor"),
     }
     n = sum(got.values())
-    check(n >= 5000, "only %d samples in the measured functions (want >= 5000)" % n)
     tsum = sum(truth.values())
+    expected = rate * tsum
+    check(n >= 0.8 * expected, "%d samples in the measured functions stand for %.2f s; they used %.2f s of CPU (header %r)"
+          % (n, n / rate, tsum, p.meta))
+    check(n >= ACCURACY_SAMPLES, "only %d samples in the measured functions (want >= %d; %.2f s of CPU measured in them)"
+          % (n, ACCURACY_SAMPLES, tsum))
     report = []
     for k in got:
         share, want = 100.0 * got[k] / n, 100.0 * truth[k] / tsum
         report.append("%s: %.2f%% sampled, %.2f%% measured" % (k, share, want))
         check(abs(share - want) <= 2.0, "share off by more than 2 points: " + "; ".join(report))
-    print("; ".join(report) + "; samples=%d" % n)
+    print("; ".join(report) + "; samples=%d, %.0f expected from %.2f s of CPU" % (n, expected, tsum))
 
 
 def test_line_numbers(ctx):
@@ -344,6 +356,28 @@ def test_rates_beyond_the_tick(ctx):
         if rate > 1000:
             # A tick-bound timer cannot pass 1000 per CPU-second; perf events must.
             check(achieved > 2000, "asked %d, achieved only %d per CPU-second: tick-bound" % (rate, achieved))
+
+
+def test_header_cpu_time(ctx):
+    """The header's claims agree with the CPU time the program measured of itself: cpu_s
+    (the program's threads' CPU while sampled) within 10% of its own process_time(),
+    achieved_rate is signals per cpu_s, and the samples, each 1/rate s of CPU, add up to
+    cpu_s (within 15%). Not a speed check: a loaded machine changes every figure together."""
+    for rate in (100, 1000):
+        r = ctx.run(["cputime.py", "truth.json", "1.5"], env={"PYAGENT_RATE": str(rate)})
+        check(r.rc == 0, r.err)
+        truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+        p = r.profile()
+        for key in ("cpu_s", "signals", "achieved_rate"):
+            check(key in p.meta, "rate %d: the header has no %s: %r" % (rate, key, p.meta))
+        cpu, signals, achieved = float(p.meta["cpu_s"]), int(p.meta["signals"]), int(p.meta["achieved_rate"])
+        measured = truth["process_time"]
+        what = "rate %d: header cpu_s=%.3f signals=%d achieved_rate=%d samples=%d; program measured %.3f s (user %.3f, system %.3f)" % (
+            rate, cpu, signals, achieved, p.total(), measured, truth["utime"], truth["stime"])
+        check(abs(cpu - measured) <= 0.10 * measured, "cpu_s is not the program's CPU time: " + what)
+        check(abs(achieved - signals / cpu) <= 1, "achieved_rate is not signals per cpu_s: " + what)
+        check(abs(p.total() / rate - cpu) <= 0.15 * cpu, "samples do not add up to cpu_s: " + what)
+        print(what)
 
 
 def test_signal_deaths(ctx):

@@ -120,6 +120,12 @@ usage)
     printf 'a 1\n' >"$T/a"
     expect_exit 2 'bad regular expression' "$RENDER" top "$T/a" --include '('
     ;;
+version)
+    # The form of `pyagent --version`: the version, then the commit built from.
+    "$RENDER" --version >"$T/out" 2>"$T/err" || fail "--version exited $?: $(cat "$T/err")"
+    grep -Eqx 'pyagent-render [0-9]+\.[0-9]+\.[0-9]+ \(([0-9a-f]{7,}|unknown)\)' "$T/out" ||
+        fail "--version printed: $(cat "$T/out")"
+    ;;
 escaping)
     $GEN --hostile -o "$T/evil.folded"
     "$RENDER" flamegraph "$T/evil.folded" -o "$T/e.html" || fail "html"
