@@ -596,6 +596,10 @@ void pa_sampler_set_native(int on) {
     cfg.native = on;
 }
 
+void pa_sampler_set_python(const struct pa_python *p) {
+    py = *p;
+}
+
 struct pa_tables *pa_sampler_tables(void) {
     return &tables;
 }

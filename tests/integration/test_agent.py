@@ -415,6 +415,17 @@ def test_pool_workers(ctx):
 def test_late_cpython(ctx):
     """A C program that loads libpython with dlopen after start (RTLD_LOCAL) and initializes
     it is profiled like python, and so is the worker it forks afterwards."""
+    late_run(ctx, [])
+
+
+def test_late_cpython_reloaded(ctx):
+    """libpython loaded, unloaded and loaded again at another address before it is initialized
+    (Apache reads its configuration twice at start, unloading mod_wsgi and libpython between):
+    the agent follows the second copy, the program runs as without it and is profiled."""
+    late_run(ctx, ["--reload"])
+
+
+def late_run(ctx, extra):
     import subprocess
     cfg = subprocess.run([ctx.python, "-c", "import sysconfig as s; print(s.get_config_var('Py_ENABLE_SHARED'),"
                           " s.get_config_var('LIBDIR'), s.get_config_var('LDLIBRARY'))"],
@@ -422,7 +433,7 @@ def test_late_cpython(ctx):
     check(cfg[0] == "1", "%s has no shared libpython to dlopen" % ctx.python)
     libpython = os.path.join(cfg[1], cfg[2])
     embed = os.path.join(os.path.dirname(ctx.lib), "..", "bin", "pa_embed_late")
-    r = ctx.same_as_without([embed, libpython, os.path.join(PROGRAMS, "embedded.py")])
+    r = ctx.same_as_without([embed] + extra + [libpython, os.path.join(PROGRAMS, "embedded.py")])
     check(r.rc == 0, "embedded run failed: %s" % r.err[-2000:])
     parent, worker = (int(x) for x in open(os.path.join(r.cwd, "pids.txt")).read().split())
     profs = r.profiles()
@@ -527,7 +538,8 @@ def test_whole_life(ctx):
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
-PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage", "late_cpython", "no_python_dlopen",
+PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage", "late_cpython", "late_cpython_reloaded",
+                      "no_python_dlopen",
                       "uwsgi"}
 
 
