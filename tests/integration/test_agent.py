@@ -518,6 +518,21 @@ def uwsgi_run(ctx, extra):
     check(got >= 500, "%s: app_burn: %d samples in the workers, expected about 1000" % (extra, got))
 
 
+def test_forked_child_cpu(ctx):
+    """A forked child (of a parent that used 0.2 s of CPU) whose first 0.4 s of CPU are in the kernel (no perf-event signal then:
+    they count user time) and whose clock restarts at 0 has all its CPU in its profile: its
+    getrusage within 5% of samples / rate (before: the parent's clock at its last sample
+    was subtracted from the child's first sample)."""
+    r = ctx.run(["kernel_child.py"])
+    check(r.rc == 0, r.err[-2000:])
+    child = int(open(os.path.join(r.cwd, "pids.txt")).read())
+    cpu = float(open(os.path.join(r.cwd, "child_cpu.txt")).read())
+    p = r.profiles().get(child)
+    check(p is not None, "no profile of the child %d" % child)
+    got = p.total() / int(p.meta["rate"])
+    check(abs(got - cpu) <= 0.05 * cpu, "child: profile %.3f s of CPU, getrusage %.3f s" % (got, cpu))
+
+
 def test_whole_life(ctx):
     """A program whose finalization is long (a large tree freed at shutdown): samples taken
     while the interpreter is torn down are kept under <shutdown>, so the profile's CPU time
@@ -539,7 +554,7 @@ def test_whole_life(ctx):
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage", "late_cpython", "late_cpython_reloaded",
-                      "no_python_dlopen",
+                      "no_python_dlopen", "forked_child_cpu",
                       "uwsgi"}
 
 
