@@ -10,10 +10,9 @@ import os
 import re
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
+from harness import PROGRAMS, Context, Failure, Profile, check, free_port, load, run_case  # noqa: E402
 
 
 def frame_name(frame):
@@ -463,16 +462,11 @@ def test_uwsgi(ctx):
 
 def uwsgi_run(ctx, extra):
     import shutil
-    import socket
     import subprocess
-    import threading
-    import urllib.request
     uwsgi = shutil.which("uwsgi")
     check(uwsgi and os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"),
           "needs Debian's uwsgi-core and uwsgi-plugin-python3")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cwd = ctx.workdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
     env.update(LD_PRELOAD=ctx.lib, PYAGENT_RATE="250")
@@ -481,27 +475,7 @@ def uwsgi_run(ctx, extra):
                           "--wsgi-file", os.path.join(PROGRAMS, "wsgi_burn.py")] + extra,
                          cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        url = "http://127.0.0.1:%d/" % port
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=5).read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        errors = []
-
-        def client():
-            for _ in range(50):
-                try:
-                    urllib.request.urlopen(url, timeout=30).read()
-                except OSError as e:
-                    errors.append(e)
-        clients = [threading.Thread(target=client) for _ in range(4)]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
-        check(not errors, "requests failed: %s" % errors[:3])
+        load("http://127.0.0.1:%d/" % port, p, 4, 50)
     finally:
         p.terminate()
         err = p.communicate(timeout=60)[1].decode(errors="replace")
@@ -573,20 +547,7 @@ def main():
         return 0
     ctx = Context(a.python, os.path.abspath(a.lib), os.path.abspath(a.launcher))
     ctx.fakepython = a.fakepython and os.path.abspath(a.fakepython)
-    t0 = time.time()
-    try:
-        CASES[a.case](ctx)
-    except Failure as e:
-        print("FAIL %s on %s: %s" % (a.case, a.python, e))
-        return 1
-    except Exception:
-        traceback.print_exc()
-        print("FAIL %s on %s: unexpected error" % (a.case, a.python))
-        return 1
-    finally:
-        ctx.cleanup()
-    print("PASS %s on %s (%.1fs)" % (a.case, a.python, time.time() - t0))
-    return 0
+    return run_case(CASES[a.case], ctx, "%s on %s" % (a.case, a.python))
 
 
 if __name__ == "__main__":
