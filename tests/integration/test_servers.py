@@ -84,17 +84,18 @@ def serve(ctx, argv, port, cwd, env=None):
                          start_new_session=True)
     w = Watcher(p.pid)
     w.start()
+    failure = None
     try:
         load("http://127.0.0.1:%d/" % port, p, CLIENTS, REQUESTS)
     except Failure as e:
-        p.terminate()
-        raise Failure("%s\n%s" % (e, p.communicate(timeout=60)[1].decode(errors="replace")[-3000:]))
+        failure = e
     finally:
         if p.returncode is None:
             p.terminate()
         err = p.communicate(timeout=60)[1].decode(errors="replace")
         w.done.set()
         w.join()
+    check(failure is None, "%s\n%s" % (failure, err[-3000:]))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     check(p.returncode == 0, "%s ended with %d: %s" % (argv[0], p.returncode, err[-2000:]))
     tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
