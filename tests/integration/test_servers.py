@@ -8,7 +8,8 @@ rate) matches the CPU time the processes used within 5%.
 Debian's servers run Debian's interpreter (/usr/bin/python3.11), so these cases run on it
 only. The CPU a process used is read from /proc/PID/stat (utime + stime) until it exits (a
 watcher thread, every 5 ms), and for the whole tree from getrusage(RUSAGE_CHILDREN) once the
-server has exited and been waited for; the pool reports its workers' CPU itself."""
+server has exited and been waited for; the pool's and Celery's workers also report their
+CPU time with each task's result."""
 import argparse
 import os
 import re
@@ -71,9 +72,10 @@ class Watcher(threading.Thread):
             time.sleep(0.005)
 
 
-def serve(ctx, argv, port, cwd, env=None):
-    """Runs a server under the agent, loads it, stops it with SIGTERM; returns the CPU time
-    of each process of its tree (/proc), of the whole tree (rusage) and its stderr."""
+def serve(ctx, argv, port, cwd, env=None, drive=None):
+    """Runs a server under the agent, loads it (HTTP on port, or drive(server)), stops it with
+    SIGTERM; returns the CPU time of each process of its tree (/proc), of the whole tree
+    (rusage) and its stderr."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
     e.update(LD_PRELOAD=ctx.lib, PYAGENT_RATE="250", PYAGENT_OUTPUT=os.path.join(cwd, "pyagent.%p.folded"),
              PYTHONDONTWRITEBYTECODE="1")
@@ -86,7 +88,10 @@ def serve(ctx, argv, port, cwd, env=None):
     w.start()
     failure = None
     try:
-        load("http://127.0.0.1:%d/" % port, p, CLIENTS, REQUESTS)
+        if drive:
+            drive(p)
+        else:
+            load("http://127.0.0.1:%d/" % port, p, CLIENTS, REQUESTS)
     except Failure as e:
         failure = e
     finally:
@@ -102,10 +107,11 @@ def serve(ctx, argv, port, cwd, env=None):
     return w.cpu, tree, err
 
 
-def profiles_match(cwd, cpu, tree, what, python_pids=None):
-    """Every process in python_pids (default: every process of the tree) has a profile with
-    app_burn in the workers; each process that used MEASURED s or more, and the whole tree,
-    within 5% of its samples / rate."""
+def profiles_match(cwd, cpu, tree, what, python_pids=None, workers=None):
+    """Every process in python_pids (default: every process of the tree) has a profile, with
+    app_burn in those of the workers (default: the processes that used MEASURED s or more);
+    each process that used MEASURED s or more, and the whole tree, within 5% of its
+    samples / rate."""
     profs = Run(0, "", "", cwd).profiles()
     python_pids = set(cpu) if python_pids is None else python_pids
     missing = python_pids - set(profs)
@@ -128,7 +134,7 @@ def profiles_match(cwd, cpu, tree, what, python_pids=None):
     lines.append("tree: profiles %.3f s, rusage %.3f s" % (total, tree))
     report = "%s:\n  %s" % (what, "\n  ".join(lines))
     print(report)
-    burning = [pid for pid in profs if cpu[pid] >= MEASURED]
+    burning = workers if workers is not None else [pid for pid in profs if cpu[pid] >= MEASURED]
     check(len(burning) >= 2, "%s: fewer than 2 processes did the work\n%s" % (what, report))
     for pid in burning:
         check(profs[pid].total(has_frame("_burn")) > 0, "%s: no sample of *_burn in %d\n%s" % (what, pid, report))
@@ -249,6 +255,44 @@ def test_apache_embedded_event(ctx):
     never sampled (interpreters.md). What holds: every request is served, no child dies of a
     signal, Apache exits 0 and every process leaves its profile."""
     apache_run(ctx, "apache embedded event", "event", daemon=False, measured=False)
+
+
+def test_celery_prefork(ctx):
+    """Celery 5.2 worker, prefork pool of 2 (Redis broker: Debian's redis-server on a port of
+    its own), 160 tasks of 20 ms: the worker and both pool processes are profiled; each pool
+    process's CPU matches."""
+    redis = shutil.which("redis-server")
+    check(redis and subprocess.run([ctx.python, "-c", "import celery, redis"]).returncode == 0,
+          "needs Debian's redis-server and python3-celery")
+    port, cwd = free_port(), ctx.workdir()
+    broker = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", cwd], stdout=subprocess.DEVNULL)
+    env = {"BURN_REDIS": "redis://127.0.0.1:%d/0" % port, "PYTHONPATH": PROGRAMS}
+    done = os.path.join(cwd, "workers.txt")
+
+    client_cpu = []
+
+    def drive(worker):
+        client = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
+        client.pop("LD_PRELOAD", None)
+        client.update(env)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = subprocess.run([ctx.python, os.path.join(PROGRAMS, "celery_burn.py"), str(CLIENTS * REQUESTS), done],
+                           env=client, capture_output=True, text=True, timeout=240)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client_cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        check(r.returncode == 0, "the client failed: %s" % r.stderr[-2000:])
+    try:
+        cpu, tree, err = serve(ctx, [ctx.python, "-m", "celery", "-A", "celery_burn", "worker", "--pool", "prefork",
+                                     "--concurrency", "2", "--without-gossip", "--without-mingle",
+                                     "--without-heartbeat", "--loglevel", "warning"], 0, cwd, env=env, drive=drive)
+    finally:
+        broker.terminate()
+        broker.wait(timeout=60)
+    reported = {int(pid): float(t) for pid, t in (line.split() for line in open(done) if line.strip())}
+    check(len(reported) == 2 and set(reported) <= set(cpu), "pool processes %s, tree %s" % (sorted(reported), sorted(cpu)))
+    # The client is the test's child too: its CPU is not the worker's.
+    profiles_match(cwd, cpu, tree - sum(client_cpu), "celery prefork", workers=set(reported))
 
 
 def pool_run(ctx, method):
