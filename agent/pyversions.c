@@ -22,7 +22,14 @@ static const struct pa_layout layouts[] = {
 #include "pylayouts.inc"
 };
 
-static void *py_handle; /* libpython loaded late, perhaps RTLD_LOCAL; else the global scope */
+static void *py_handle;    /* libpython loaded late, perhaps RTLD_LOCAL; else the global scope */
+static char py_path[4096]; /* the file of that libpython */
+/* A late-loaded libpython may be unloaded again (dlclose: Apache reads its configuration
+ * twice at start, unloading its modules between): while py_gone is set, nothing of the
+ * interpreter is read or called, from the handler or elsewhere. py_generation counts the
+ * interpreters followed, so that cached function pointers (names.c) are looked up again. */
+static _Atomic int py_gone;
+static _Atomic unsigned py_generation;
 
 void *pa_py_sym(const char *name) {
     return dlsym(py_handle ? py_handle : RTLD_DEFAULT, name);
@@ -40,7 +47,35 @@ int pa_py_present_in(void *handle) {
     if (!dlsym(handle, "Py_GetVersion") || !dlsym(handle, "Py_IsInitialized"))
         return 0;
     py_handle = handle;
+    Dl_info info;
+    if (dladdr(dlsym(handle, "Py_GetVersion"), &info) && info.dli_fname &&
+        strlen(info.dli_fname) < sizeof py_path)
+        strcpy(py_path, info.dli_fname);
     return 1;
+}
+
+void *pa_py_handle(void) {
+    return py_handle;
+}
+
+const char *pa_py_path(void) {
+    return py_path;
+}
+
+void pa_py_set_handle(void *handle) {
+    py_handle = handle;
+}
+
+int pa_py_gone(void) {
+    return atomic_load_explicit(&py_gone, memory_order_acquire);
+}
+
+void pa_py_set_gone(int gone) {
+    atomic_store_explicit(&py_gone, gone, memory_order_release);
+}
+
+unsigned pa_py_generation(void) {
+    return atomic_load(&py_generation);
 }
 
 static const struct pa_layout *layout_for(unsigned minor) {
@@ -161,16 +196,25 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
     return 0;
 }
 
-static int (*is_init)(void);
+static int (*_Atomic is_init)(void);
 
 int pa_py_initialized(void) {
-    if (!is_init)
-        is_init = (int (*)(void))sym("Py_IsInitialized");
-    return is_init && is_init();
+    if (pa_py_gone())
+        return 0;
+    int (*f)(void) = atomic_load(&is_init);
+    if (!f) {
+        f = (int (*)(void))sym("Py_IsInitialized");
+        atomic_store(&is_init, f);
+    }
+    return f && f();
 }
 
 int pa_py_finalizing(const struct pa_python *py) {
-    /* A plain word read; _PyRuntime lives as long as the process. */
+    /* A plain word read; _PyRuntime lives as long as its libpython, and the handler stops
+     * reading it before that can be unloaded (py_gone): an unloaded interpreter counts as
+     * finalized. */
+    if (pa_py_gone())
+        return 1;
     return *(volatile uintptr_t *)(py->runtime + py->layout.rt_finalizing) != 0;
 }
 
@@ -246,7 +290,10 @@ static int64_t mono_ns(void) {
 }
 
 int pa_py_ready(const struct pa_python *py) {
-    if (!is_init || !is_init() || pa_py_finalizing(py))
+    if (pa_py_gone())
+        return 0;
+    int (*f)(void) = atomic_load_explicit(&is_init, memory_order_acquire);
+    if (!f || !f() || pa_py_finalizing(py))
         return 0;
     int v = atomic_load_explicit(&verdict, memory_order_acquire);
     if (v)
@@ -261,6 +308,16 @@ int pa_py_ready(const struct pa_python *py) {
     if (!atomic_compare_exchange_strong(&first_failure_ns, &first, now) && now - first > 1000000000)
         atomic_store(&verdict, -1);
     return 0;
+}
+
+void pa_py_forget(void) {
+    atomic_store(&is_init, NULL);
+    py_handle = NULL;
+    py_path[0] = 0;
+    atomic_store(&verdict, 0);
+    atomic_store(&last_step, 0);
+    atomic_store(&first_failure_ns, 0);
+    atomic_fetch_add(&py_generation, 1);
 }
 
 int pa_py_verdict(const struct pa_python *py, char *err, size_t errlen) {

@@ -69,6 +69,19 @@ int pa_py_present(void);
 int pa_py_present_in(void *handle);
 /* A symbol of the interpreter (the late-loaded libpython, else the global scope). */
 void *pa_py_sym(const char *name);
+/* The late-loaded libpython: the handle it was found through (NULL: the global scope), its
+ * file, and a handle to use instead when the first is closed while libpython stays. */
+void *pa_py_handle(void);
+const char *pa_py_path(void);
+void pa_py_set_handle(void *handle);
+/* A late-loaded libpython about to be unloaded, or unloaded (1): nothing of it is read or
+ * called (pa_py_ready and pa_py_initialized say no, pa_py_finalizing yes). Atomic. */
+int pa_py_gone(void);
+void pa_py_set_gone(int gone);
+/* After libpython was unloaded: forgets it (handle, Py_IsInitialized, the layout's verdict),
+ * so that the next one loaded is detected afresh; bumps the generation. */
+void pa_py_forget(void);
+unsigned pa_py_generation(void);
 
 /* Detects version and build and picks the layout. Returns 0, or -1 with a message for the
  * user in err (unsupported version, free-threaded build, unknown layout). */

@@ -181,8 +181,27 @@ static void make_key(void) {
     pthread_key_create(&exit_key, on_thread_exit);
 }
 
+/* Perf-event weights (sample_weight): this thread's CPU clock at its last sample, and the part
+ * of a period carried over. */
+static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
+
+/* The thread's first sample stands for its CPU time from now on: from its registration, or
+ * from the fork in a child, whose clock restarts at 0 while tls_cpu_last still holds the
+ * parent's reading. Without this the first sample stood for one period, or for the child's
+ * time less the parent's, and a child that spends its first CPU in the kernel (page faults
+ * after fork, a large read), where a perf event raises no signal, lost all of it. Called
+ * before the thread's timer is armed. */
+static void weigh_from_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    tls_cpu_last = now ? now : 1; /* 0 means "no reading" */
+    tls_cpu_rest = 0;
+}
+
 void pa_sampler_thread_begin(void) {
     pthread_once(&key_once, make_key);
+    weigh_from_now();
     pthread_mutex_lock(&reg_lock);
     if (nrecs == caprecs) {
         size_t cap = caprecs ? caprecs * 2 : 64;
@@ -336,8 +355,6 @@ static __attribute__((noinline)) int splice_native(void *uc, struct pa_frame *fr
     return n;
 }
 
-static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
-
 /* How many periods of this thread's CPU time the sample stands for. A POSIX timer's delayed
  * signal carries the periods that expired meanwhile (si_overrun). A perf event counts user
  * time only (timers.c: a signal raised in the kernel would interrupt a system call), so the
@@ -352,7 +369,7 @@ static uint64_t sample_weight(const siginfo_t *si) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
         uint64_t period = 1000000000ULL / cfg.rate;
-        if (tls_cpu_last == 0 || now < tls_cpu_last) { /* first sample (or a forked copy) */
+        if (tls_cpu_last == 0 || now < tls_cpu_last) { /* a thread never registered */
             w = 1;
             tls_cpu_rest = 0;
         } else {
@@ -590,6 +607,10 @@ int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c
 
 void pa_sampler_set_native(int on) {
     cfg.native = on;
+}
+
+void pa_sampler_set_python(const struct pa_python *p) {
+    py = *p;
 }
 
 struct pa_tables *pa_sampler_tables(void) {
@@ -951,4 +972,6 @@ void pa_sampler_fork_child(void) {
     pthread_mutex_unlock(&reg_lock);
     if (!keep)
         pa_sampler_thread_begin();
+    else
+        weigh_from_now();
 }

@@ -40,8 +40,11 @@ struct pa_sampler_stats {
 
 /* Normal context. Allocates tables and caches; the handler is not installed yet. */
 int pa_sampler_init(const struct pa_python *py, const struct pa_sampler_config *cfg);
-/* Normal context, before pa_sampler_start: turns native frames off (pa_native_init failed). */
+/* Normal context, before pa_sampler_start: turns native frames off (pa_native_init failed),
+ * or later while the interpreter is gone (pa_py_gone). */
 void pa_sampler_set_native(int on);
+/* Normal context, while the interpreter is gone (pa_py_gone): the one loaded again. */
+void pa_sampler_set_python(const struct pa_python *py);
 /* Installs the handler and arms a timer on every registered thread. */
 int pa_sampler_start(char *err, size_t errlen);
 /* Arms the calling thread's timer whatever the mode (wall mode included, before the thread

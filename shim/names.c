@@ -33,6 +33,7 @@ static struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int wake, stopping, started;
+static unsigned api_generation; /* pa_py_generation when api was looked up */
 
 static int load_api(void) {
 #define LOAD(field, name) *(void **)&api.field = pa_py_sym(name)
@@ -111,7 +112,8 @@ static void *namer_main(void *arg) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         /* Poll briefly while a new thread is unnamed (it enters threading._active a moment
-         * after it starts), then look again each second (for a new thread, or for the program gone). */
+         * after it starts), then look again each second (for a new thread, or for the program
+         * gone). */
         long wait_ms = tries > 0 && tries < 20 ? 50 : 1000;
         until.tv_sec += wait_ms / 1000;
         until.tv_nsec += (wait_ms % 1000) * 1000000L;
@@ -131,8 +133,14 @@ static void *namer_main(void *arg) {
         if (!pa_sampler_running())
             continue;
         /* After finalization starts, the GIL may never be ours again. */
-        if (tries == 0)
+        if (tries == 0 || pa_py_gone())
             continue;
+        /* libpython was unloaded and loaded again (shim.c, dlclose): its functions moved. */
+        if (api_generation != pa_py_generation()) {
+            if (load_api() != 0)
+                continue;
+            api_generation = pa_py_generation();
+        }
         int unnamed = name_threads();
         tries = unnamed ? tries + 1 : 0;
     }
@@ -141,10 +149,11 @@ static void *namer_main(void *arg) {
 int pa_names_start(void) {
     if (started)
         return 0;
-    if (load_api() != 0) {
+    if (pa_py_gone() || load_api() != 0) {
         pa_log(PA_LOG_DEBUG, "the Python thread API is missing; threads keep their OS names");
         return -1;
     }
+    api_generation = pa_py_generation();
     if (pa_spawn_agent_thread(namer_main) != 0)
         return -1;
     started = 1;

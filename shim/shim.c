@@ -503,14 +503,83 @@ PA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
  * agent on (once; sampling waits in the handler for Py_Initialize, as at load). The cost for
  * other programs: one flag test per dlopen, and two dlsym per dlopen until one is CPython. */
 static void *(*real_dlopen)(const char *, int);
+static int (*real_dlclose)(void *);
+static _Atomic int late;     /* the agent follows a libpython loaded by dlopen */
+static _Atomic int unloaded; /* that libpython was unloaded: follow the next one */
+
+/* A libpython loaded again after it was unloaded (Apache: see dlclose), most likely at
+ * another address: detected afresh; sampling of Python resumes when it is initialized. */
+static void follow_again(void) {
+    char err[256];
+    struct pa_python again;
+    if (pa_py_detect(&again, err, sizeof err) != 0) {
+        pa_log(PA_LOG_ERROR, "%s; not profiling Python any more", err);
+        return; /* stays gone: the handler reads nothing */
+    }
+    py = again;
+    pa_sampler_set_python(&py);
+    if (cfg.native) {
+        /* libunwind's setup and the evaluation loop's range belong to the first copy. */
+        pa_log(PA_LOG_WARN, "libpython was loaded again; native frames are off from now on");
+        pa_sampler_set_native(0);
+    }
+    pa_py_initialized();
+    watch_deaths(); /* the interpreter's text moved */
+    atomic_store(&unloaded, 0);
+    pa_py_set_gone(0);
+    pa_log(PA_LOG_INFO, "following Python %s loaded again", py.version);
+}
 
 PA_EXPORT void *dlopen(const char *file, int mode) {
     if (!real_dlopen)
         *(void **)&real_dlopen = next_sym("dlopen");
     void *h = real_dlopen(file, mode);
-    if (h && file && !atomic_load(&agent_tried) && pa_py_present_in(h))
+    if (h && file && !atomic_load(&agent_tried) && pa_py_present_in(h)) {
         start_agent();
+        atomic_store(&late, atomic_load(&active));
+    } else if (h && file && atomic_load(&unloaded) && pa_py_present_in(h)) {
+        follow_again();
+    }
     return h;
+}
+
+/* Is h the handle the late-loaded libpython was found through, or one to libpython itself?
+ * Only closing one of those can unload it (a library the program loaded on its own has no
+ * reference to it that the program's handles do not account for). */
+static int may_unload_python(void *h) {
+    if (h == pa_py_handle())
+        return 1;
+    struct link_map *lm;
+    return dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm->l_name && pa_py_path()[0] &&
+           strcmp(lm->l_name, pa_py_path()) == 0;
+}
+
+/* Apache loads its modules (mod_wsgi, which links libpython) when it reads its configuration,
+ * unloads them all and loads them again for the second reading: the interpreter the agent
+ * found at the first dlopen is unmapped, and the second lands elsewhere. Closing a handle
+ * that may unload it first tells the handler to leave the interpreter alone; after the real
+ * dlclose, a libpython still loaded (another handle holds it) is followed through a handle
+ * of its own (its link map, valid while it stays loaded; the extra reference is dropped at
+ * once, so it never keeps libpython loaded), else it is forgotten until the next dlopen of a
+ * CPython (follow_again). */
+PA_EXPORT int dlclose(void *h) {
+    if (!real_dlclose)
+        *(void **)&real_dlclose = next_sym("dlclose");
+    if (!atomic_load(&late) || atomic_load(&unloaded) || !may_unload_python(h))
+        return real_dlclose(h);
+    pa_py_set_gone(1);
+    int r = real_dlclose(h);
+    void *still = real_dlopen(pa_py_path(), RTLD_LAZY | RTLD_NOLOAD);
+    if (still) {
+        pa_py_set_handle(still);
+        real_dlclose(still);
+        pa_py_set_gone(0);
+    } else {
+        pa_py_forget();
+        atomic_store(&unloaded, 1);
+        pa_log(PA_LOG_DEBUG, "libpython was unloaded; waiting for it to be loaded again");
+    }
+    return r;
 }
 
 /* os._exit() skips atexit and destructors: a multiprocessing child ends this way, and its

@@ -3,8 +3,13 @@ read the folded profiles it leaves behind. Standard library only."""
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
+import time
+import traceback
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
@@ -103,3 +108,53 @@ class Context:
         check(with_agent.out == without.out,
               "stdout differs with the agent:\n--- with\n%s--- without\n%s" % (with_agent.out, without.out))
         return with_agent
+
+
+def run_case(fn, ctx, label):
+    """Runs one case, fn(ctx), then removes ctx's files: prints PASS or FAIL with the reason
+    under label, returns the exit status (0 passed)."""
+    t0 = time.time()
+    try:
+        fn(ctx)
+    except Failure as e:
+        print("FAIL %s: %s" % (label, e))
+        return 1
+    except Exception:
+        traceback.print_exc()
+        print("FAIL %s: unexpected error" % label)
+        return 1
+    finally:
+        ctx.cleanup()
+    print("PASS %s (%.1fs)" % (label, time.time() - t0))
+    return 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(url, server, clients, requests):
+    """Waits for the server, then `clients` concurrent clients send `requests` requests each."""
+    for _ in range(200):
+        check(server.poll() is None, "the server ended with %s" % server.returncode)
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    errors = []
+
+    def client():
+        for _ in range(requests):
+            try:
+                urllib.request.urlopen(url, timeout=30).read()
+            except OSError as e:
+                errors.append(e)
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not errors, "requests failed: %s" % errors[:3])

@@ -10,10 +10,9 @@ import os
 import re
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
+from harness import PROGRAMS, Context, Failure, Profile, check, free_port, load, run_case  # noqa: E402
 
 
 def frame_name(frame):
@@ -449,6 +448,17 @@ def test_pool_workers(ctx):
 def test_late_cpython(ctx):
     """A C program that loads libpython with dlopen after start (RTLD_LOCAL) and initializes
     it is profiled like python, and so is the worker it forks afterwards."""
+    late_run(ctx, [])
+
+
+def test_late_cpython_reloaded(ctx):
+    """libpython loaded, unloaded and loaded again at another address before it is initialized
+    (Apache reads its configuration twice at start, unloading mod_wsgi and libpython between):
+    the agent follows the second copy, the program runs as without it and is profiled."""
+    late_run(ctx, ["--reload"])
+
+
+def late_run(ctx, extra):
     import subprocess
     cfg = subprocess.run([ctx.python, "-c", "import sysconfig as s; print(s.get_config_var('Py_ENABLE_SHARED'),"
                           " s.get_config_var('LIBDIR'), s.get_config_var('LDLIBRARY'))"],
@@ -456,7 +466,7 @@ def test_late_cpython(ctx):
     check(cfg[0] == "1", "%s has no shared libpython to dlopen" % ctx.python)
     libpython = os.path.join(cfg[1], cfg[2])
     embed = os.path.join(os.path.dirname(ctx.lib), "..", "bin", "pa_embed_late")
-    r = ctx.same_as_without([embed, libpython, os.path.join(PROGRAMS, "embedded.py")])
+    r = ctx.same_as_without([embed] + extra + [libpython, os.path.join(PROGRAMS, "embedded.py")])
     check(r.rc == 0, "embedded run failed: %s" % r.err[-2000:])
     parent, worker = (int(x) for x in open(os.path.join(r.cwd, "pids.txt")).read().split())
     profs = r.profiles()
@@ -486,16 +496,11 @@ def test_uwsgi(ctx):
 
 def uwsgi_run(ctx, extra):
     import shutil
-    import socket
     import subprocess
-    import threading
-    import urllib.request
     uwsgi = shutil.which("uwsgi")
     check(uwsgi and os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"),
           "needs Debian's uwsgi-core and uwsgi-plugin-python3")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cwd = ctx.workdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
     env.update(LD_PRELOAD=ctx.lib, PYAGENT_RATE="250")
@@ -504,27 +509,7 @@ def uwsgi_run(ctx, extra):
                           "--wsgi-file", os.path.join(PROGRAMS, "wsgi_burn.py")] + extra,
                          cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        url = "http://127.0.0.1:%d/" % port
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=5).read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        errors = []
-
-        def client():
-            for _ in range(50):
-                try:
-                    urllib.request.urlopen(url, timeout=30).read()
-                except OSError as e:
-                    errors.append(e)
-        clients = [threading.Thread(target=client) for _ in range(4)]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
-        check(not errors, "requests failed: %s" % errors[:3])
+        load("http://127.0.0.1:%d/" % port, p, 4, 50)
     finally:
         p.terminate()
         err = p.communicate(timeout=60)[1].decode(errors="replace")
@@ -539,6 +524,21 @@ def uwsgi_run(ctx, extra):
     got = sum(profs[pid].total(has_frame("app_burn")) for pid in workers)
     # 201 requests x 20 ms of CPU at 250 Hz: about 1000 samples.
     check(got >= 500, "%s: app_burn: %d samples in the workers, expected about 1000" % (extra, got))
+
+
+def test_forked_child_cpu(ctx):
+    """A forked child (of a parent that used 0.2 s of CPU) whose first 0.4 s of CPU are in the kernel (no perf-event signal then:
+    they count user time) and whose clock restarts at 0 has all its CPU in its profile: its
+    getrusage within 5% of samples / rate (before: the parent's clock at its last sample
+    was subtracted from the child's first sample)."""
+    r = ctx.run(["kernel_child.py"])
+    check(r.rc == 0, r.err[-2000:])
+    child = int(open(os.path.join(r.cwd, "pids.txt")).read())
+    cpu = float(open(os.path.join(r.cwd, "child_cpu.txt")).read())
+    p = r.profiles().get(child)
+    check(p is not None, "no profile of the child %d" % child)
+    got = p.total() / int(p.meta["rate"])
+    check(abs(got - cpu) <= 0.05 * cpu, "child: profile %.3f s of CPU, getrusage %.3f s" % (got, cpu))
 
 
 def test_whole_life(ctx):
@@ -561,7 +561,8 @@ def test_whole_life(ctx):
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
-PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage", "late_cpython", "no_python_dlopen",
+PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage", "late_cpython", "late_cpython_reloaded",
+                      "no_python_dlopen", "forked_child_cpu",
                       "uwsgi"}
 
 
@@ -580,20 +581,7 @@ def main():
         return 0
     ctx = Context(a.python, os.path.abspath(a.lib), os.path.abspath(a.launcher))
     ctx.fakepython = a.fakepython and os.path.abspath(a.fakepython)
-    t0 = time.time()
-    try:
-        CASES[a.case](ctx)
-    except Failure as e:
-        print("FAIL %s on %s: %s" % (a.case, a.python, e))
-        return 1
-    except Exception:
-        traceback.print_exc()
-        print("FAIL %s on %s: unexpected error" % (a.case, a.python))
-        return 1
-    finally:
-        ctx.cleanup()
-    print("PASS %s on %s (%.1fs)" % (a.case, a.python, time.time() - t0))
-    return 0
+    return run_case(CASES[a.case], ctx, "%s on %s" % (a.case, a.python))
 
 
 if __name__ == "__main__":

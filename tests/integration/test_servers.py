@@ -1,0 +1,346 @@
+"""Process pools and servers from Debian's packages, end to end, under libpyagent.so: every
+process that runs Python leaves its profile, and the CPU time the profiles show (samples /
+rate) matches the CPU time the processes used within 5%.
+
+    python3 test_servers.py --python /usr/bin/python3.11 --lib libpyagent.so CASE
+    python3 test_servers.py --list
+
+Debian's servers run Debian's interpreter (/usr/bin/python3.11), so these cases run on it
+only. The CPU a process used is read from /proc/PID/stat (utime + stime) until it exits (a
+watcher thread, every 5 ms), and for the whole tree from getrusage(RUSAGE_CHILDREN) once the
+server has exited and been waited for; the pool's and Celery's workers also report their
+CPU time with each task's result."""
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import PROGRAMS, Context, Failure, Run, check, free_port, load, run_case  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+# 2 workers, 4 clients x 40 requests x 20 ms: about 1.6 s of CPU per worker.
+CLIENTS, REQUESTS = 4, 40
+# Below this much CPU a process is checked for its profile only: 5% of it is less than the
+# 10 ms resolution of /proc/PID/stat and the 4 ms of one sample at 250 Hz.
+MEASURED = 0.5
+
+
+def has_frame(name):
+    return lambda frames: any(f.split(" (", 1)[0].endswith(name) for f in frames)
+
+
+def stat_cpu(pid):
+    """utime + stime of pid in seconds, and its parent pid; None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[1])
+
+
+class Watcher(threading.Thread):
+    """Follows the process tree under root: the last CPU time read of every process in it."""
+
+    def __init__(self, root):
+        super().__init__(daemon=True)
+        self.root, self.cpu, self.done = root, {root: 0.0}, threading.Event()
+
+    def scan(self):
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in self.cpu:
+                s = stat_cpu(int(name))
+                if s and s[1] in self.cpu:
+                    self.cpu[int(name)] = s[0]
+
+    def run(self):
+        n = 0
+        while not self.done.is_set():
+            if n % 20 == 0:
+                self.scan()
+            n += 1
+            for pid in list(self.cpu):
+                s = stat_cpu(pid)
+                if s:
+                    self.cpu[pid] = s[0]
+            time.sleep(0.005)
+
+
+def serve(ctx, argv, port, cwd, env=None, drive=None):
+    """Runs a server under the agent, loads it (HTTP on port, or drive(server)), stops it with
+    SIGTERM; returns the CPU time of each process of its tree (/proc), of the whole tree
+    (rusage) and its stderr."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
+    e.update(LD_PRELOAD=ctx.lib, PYAGENT_RATE="250", PYAGENT_OUTPUT=os.path.join(cwd, "pyagent.%p.folded"),
+             PYTHONDONTWRITEBYTECODE="1")
+    e.update(env or {})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # A session of its own: Apache stops its children with a signal to its process group.
+    p = subprocess.Popen(argv, cwd=cwd, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    w = Watcher(p.pid)
+    w.start()
+    failure = None
+    try:
+        if drive:
+            drive(p)
+        else:
+            load("http://127.0.0.1:%d/" % port, p, CLIENTS, REQUESTS)
+    except Failure as e:
+        failure = e
+    finally:
+        if p.returncode is None:
+            p.terminate()
+        err = p.communicate(timeout=60)[1].decode(errors="replace")
+        w.done.set()
+        w.join()
+    check(failure is None, "%s\n%s" % (failure, err[-3000:]))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check(p.returncode == 0, "%s ended with %d: %s" % (argv[0], p.returncode, err[-2000:]))
+    tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return w.cpu, tree, err
+
+
+def profiles_match(cwd, cpu, tree, what, python_pids=None, workers=None):
+    """Every process in python_pids (default: every process of the tree) has a profile, with
+    app_burn in those of the workers (default: the processes that used MEASURED s or more);
+    each process that used MEASURED s or more, and the whole tree, within 5% of its
+    samples / rate."""
+    profs = Run(0, "", "", cwd).profiles()
+    python_pids = set(cpu) if python_pids is None else python_pids
+    missing = python_pids - set(profs)
+    check(not missing, "%s: no profile of %s (profiles %s, processes %s)"
+          % (what, sorted(missing), sorted(profs), {p: round(c, 3) for p, c in cpu.items()}))
+    stray = set(profs) - set(cpu)
+    check(not stray, "%s: profiles of processes outside the tree: %s" % (what, sorted(stray)))
+    lines, bad = [], []
+    total = 0.0
+    for pid in sorted(profs):
+        p = profs[pid]
+        rate = int(p.meta["rate"])
+        got = p.total() / rate
+        total += got
+        burn = p.total(has_frame("_burn")) / rate
+        lines.append("pid %d: profile %.3f s (%.3f s in *_burn), /proc %.3f s, timer %s"
+                     % (pid, got, burn, cpu[pid], p.meta.get("timer")))
+        if cpu[pid] >= MEASURED and abs(got - cpu[pid]) > 0.05 * cpu[pid]:
+            bad.append(pid)
+    lines.append("tree: profiles %.3f s, rusage %.3f s" % (total, tree))
+    report = "%s:\n  %s" % (what, "\n  ".join(lines))
+    print(report)
+    burning = workers if workers is not None else [pid for pid in profs if cpu[pid] >= MEASURED]
+    check(len(burning) >= 2, "%s: fewer than 2 processes did the work\n%s" % (what, report))
+    for pid in burning:
+        check(profs[pid].total(has_frame("_burn")) > 0, "%s: no sample of *_burn in %d\n%s" % (what, pid, report))
+    check(not bad, "%s: CPU of %s differs by more than 5%%\n%s" % (what, bad, report))
+    check(abs(total - tree) <= 0.05 * tree, "%s: whole tree differs by more than 5%%\n%s" % (what, report))
+
+
+def gunicorn_run(ctx, what, extra, module="wsgi_burn:application"):
+    gunicorn = shutil.which("gunicorn")
+    check(gunicorn, "needs Debian's gunicorn")
+    port, cwd = free_port(), ctx.workdir()
+    cpu, tree, err = serve(ctx, [gunicorn, "--workers", "2", "--bind", "127.0.0.1:%d" % port,
+                                 "--chdir", PROGRAMS] + extra + [module], port, cwd)
+    profiles_match(cwd, cpu, tree, what)
+
+
+def test_gunicorn_sync(ctx):
+    """gunicorn, 2 sync workers: the arbiter and both workers are profiled, the CPU matches."""
+    gunicorn_run(ctx, "gunicorn sync", [])
+
+
+def test_gunicorn_gthread(ctx):
+    """gunicorn, 2 gthread workers of 2 threads each."""
+    gunicorn_run(ctx, "gunicorn gthread", ["--worker-class", "gthread", "--threads", "2"])
+
+
+def test_gunicorn_preload(ctx):
+    """gunicorn --preload: the app is imported in the arbiter before the workers fork."""
+    gunicorn_run(ctx, "gunicorn preload", ["--preload"])
+
+
+def test_gunicorn_uvicorn(ctx):
+    """gunicorn with 2 uvicorn workers (asyncio) serving an ASGI app."""
+    check(subprocess.run([ctx.python, "-c", "import uvicorn.workers"], capture_output=True).returncode == 0,
+          "needs Debian's python3-uvicorn")
+    gunicorn_run(ctx, "gunicorn uvicorn", ["--worker-class", "uvicorn.workers.UvicornWorker"],
+                 module="asgi_burn:app")
+
+
+APACHE_CONF = """\
+ServerRoot /etc/apache2
+ServerName localhost
+Listen 127.0.0.1:{port}
+PidFile {dir}/httpd.pid
+CoreDumpDirectory {dir}
+DefaultRuntimeDir {dir}
+ErrorLog {dir}/error.log
+LogLevel info
+User www-data
+Group www-data
+LoadModule mpm_{mpm}_module /usr/lib/apache2/modules/mod_mpm_{mpm}.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+LoadModule wsgi_module /usr/lib/apache2/modules/mod_wsgi.so
+StartServers 2
+ServerLimit 2
+MaxRequestWorkers {workers}
+<IfModule mpm_prefork_module>
+  MinSpareServers 2
+  MaxSpareServers 2
+</IfModule>
+<IfModule mpm_event_module>
+  ThreadsPerChild {threads}
+  MinSpareThreads {threads}
+  MaxSpareThreads {workers}
+</IfModule>
+WSGIScriptAlias / {dir}/wsgi_burn.py
+WSGISocketPrefix {dir}/wsgi
+WSGIApplicationGroup %{{GLOBAL}}
+{daemon}
+<Directory {dir}>
+  Require all granted
+</Directory>
+"""
+
+
+def apache_run(ctx, what, mpm, daemon, measured=True):
+    apache = "/usr/sbin/apache2"
+    check(os.path.exists(apache) and os.path.exists("/usr/lib/apache2/modules/mod_wsgi.so"),
+          "needs Debian's apache2 and libapache2-mod-wsgi-py3")
+    check(os.getuid() == 0, "apache2 needs root to switch to www-data")
+    port, cwd = free_port(), ctx.workdir()
+    # Apache's children and mod_wsgi's daemons run as www-data: they write their profiles here.
+    for d in (ctx.tmp, cwd):
+        os.chmod(d, 0o777 if d == cwd else 0o711)
+    shutil.copy(os.path.join(PROGRAMS, "wsgi_burn.py"), cwd)
+    threads = 1 if mpm == "prefork" else 2
+    conf = os.path.join(cwd, "httpd.conf")
+    with open(conf, "w") as f:
+        f.write(APACHE_CONF.format(
+            port=port, dir=cwd, mpm=mpm, workers=2 * threads, threads=threads,
+            daemon="WSGIDaemonProcess burn processes=2 threads=1\nWSGIProcessGroup burn" if daemon else ""))
+    cpu, tree, err = serve(ctx, [apache, "-f", conf, "-D", "FOREGROUND"], port, cwd)
+    log = open(os.path.join(cwd, "error.log"), errors="replace").read()
+    deaths = re.findall(r"child pid \d+ exit signal [^(]*\(\d+\)", log)
+    check(not deaths, "%s: %s\n%s" % (what, deaths, log[-3000:]))
+    if measured:
+        profiles_match(cwd, cpu, tree, what + "\n" + log[-3000:])
+        return
+    profs = Run(0, "", "", cwd).profiles()
+    check(set(profs) == set(cpu), "%s: profiles %s, processes %s" % (what, sorted(profs), sorted(cpu)))
+
+
+def test_apache_embedded_prefork(ctx):
+    """Apache (mpm prefork, 2 children) with mod_wsgi in embedded mode: the app runs in the
+    children, which load libpython by dlopen (mod_wsgi.so links it)."""
+    apache_run(ctx, "apache embedded prefork", "prefork", daemon=False)
+
+
+def test_apache_daemon(ctx):
+    """Apache (mpm prefork) with mod_wsgi in daemon mode: 2 daemon processes of 1 thread,
+    forked from Apache's parent, run the app; Apache's children pass the requests on."""
+    apache_run(ctx, "apache daemon", "prefork", daemon=True)
+
+
+def test_apache_embedded_event(ctx):
+    """Apache (mpm event, 2 children of 2 threads) with mod_wsgi in embedded mode: requests
+    run on Apache's threads, which block every signal (APR), SIGPROF included, so they are
+    never sampled (interpreters.md). What holds: every request is served, no child dies of a
+    signal, Apache exits 0 and every process leaves its profile."""
+    apache_run(ctx, "apache embedded event", "event", daemon=False, measured=False)
+
+
+def test_celery_prefork(ctx):
+    """Celery 5.2 worker, prefork pool of 2 (Redis broker: Debian's redis-server on a port of
+    its own), 160 tasks of 20 ms: the worker and both pool processes are profiled; each pool
+    process's CPU matches."""
+    redis = shutil.which("redis-server")
+    check(redis and subprocess.run([ctx.python, "-c", "import celery, redis"]).returncode == 0,
+          "needs Debian's redis-server and python3-celery")
+    port, cwd = free_port(), ctx.workdir()
+    broker = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", cwd], stdout=subprocess.DEVNULL)
+    env = {"BURN_REDIS": "redis://127.0.0.1:%d/0" % port, "PYTHONPATH": PROGRAMS}
+    done = os.path.join(cwd, "workers.txt")
+
+    client_cpu = []
+
+    def drive(worker):
+        client = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
+        client.pop("LD_PRELOAD", None)
+        client.update(env)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = subprocess.run([ctx.python, os.path.join(PROGRAMS, "celery_burn.py"), str(CLIENTS * REQUESTS), done],
+                           env=client, capture_output=True, text=True, timeout=240)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client_cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        check(r.returncode == 0, "the client failed: %s" % r.stderr[-2000:])
+    try:
+        cpu, tree, err = serve(ctx, [ctx.python, "-m", "celery", "-A", "celery_burn", "worker", "--pool", "prefork",
+                                     "--concurrency", "2", "--without-gossip", "--without-mingle",
+                                     "--without-heartbeat", "--loglevel", "warning"], 0, cwd, env=env, drive=drive)
+    finally:
+        broker.terminate()
+        broker.wait(timeout=60)
+    reported = {int(pid): float(t) for pid, t in (line.split() for line in open(done) if line.strip())}
+    check(len(reported) == 2 and set(reported) <= set(cpu), "pool processes %s, tree %s" % (sorted(reported), sorted(cpu)))
+    # The client is the test's child too: its CPU is not the worker's.
+    profiles_match(cwd, cpu, tree - sum(client_cpu), "celery prefork", workers=set(reported))
+
+
+def pool_run(ctx, method):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = ctx.run(["pool_burn.py", method])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check(r.rc == 0, "%s: %s" % (method, r.err[-2000:]))
+    lines = open(os.path.join(r.cwd, "pids.txt")).read().split("\n")
+    main = int(lines[0])
+    cpu = {main: 0.0}
+    for line in lines[1:]:
+        if line:
+            pid, t = line.split()
+            cpu[int(pid)] = float(t)
+    tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # The forkserver and spawn's resource tracker are Python processes too, outside pids.txt.
+    profs = r.profiles()
+    for pid in profs:
+        cpu.setdefault(pid, 0.0)
+    profiles_match(r.cwd, cpu, tree, "ProcessPoolExecutor " + method, python_pids=set(cpu))
+
+
+def test_process_pool_fork(ctx):
+    """concurrent.futures.ProcessPoolExecutor (fork): each worker's CPU (process_time() it
+    reports after its last task) matches its profile."""
+    pool_run(ctx, "fork")
+
+
+def test_process_pool_spawn(ctx):
+    """ProcessPoolExecutor with spawn: fresh interpreters, each profiled from its start."""
+    pool_run(ctx, "spawn")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python")
+    ap.add_argument("--lib")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("case", nargs="?")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    return run_case(CASES[a.case], Context(a.python, os.path.abspath(a.lib), None), "%s on %s" % (a.case, a.python))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
