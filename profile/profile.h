@@ -89,6 +89,9 @@ int pa_profile_find_stack(const pa_profile *p, const uint32_t *ids, size_t nfram
 
 /* Adds every stack of src into dst (frames are re-interned). */
 void pa_profile_merge(pa_profile *dst, const pa_profile *src);
+/* The same for stacks [first, first + n) of src only (and only the frames they use): splits a
+ * profile into parts, e.g. to stay within a server's per-profile limits. */
+void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n);
 
 /* Keeps stacks in which some frame matches include (POSIX extended regex; NULL = all) and no
  * frame matches exclude (NULL = none). Returns a new profile or NULL with err set for a bad

@@ -481,9 +481,57 @@ static void bound_spool(const char *dir) {
     free_list(names, n);
 }
 
+/* Grafana Pyroscope refuses a profile of more than 16000 samples (pprof Samples, our unique
+ * stacks) or 4 MiB of uncompressed pprof (max_profile_stacktrace_samples,
+ * max_profile_size_bytes); on its folded path the same limits apply to the pprof it builds. */
+enum { MAX_PROFILE_STACKS = 16000, MAX_PROFILE_BYTES = 4 << 20 };
+
+/* An upper bound of p's size as uncompressed pprof: each frame's strings, Location, Line and
+ * Function, each stack's location ids and values. */
+static size_t pprof_size_bound(const pa_profile *p) {
+    size_t bytes = 64, nframes = pa_profile_frame_count(p), nstacks = pa_profile_stack_count(p);
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        pa_profile_frame(p, id, &len);
+        bytes += len + 64;
+    }
+    for (size_t i = 0; i < nstacks; i++) {
+        size_t depth;
+        uint64_t count;
+        pa_profile_stack(p, i, &depth, &count);
+        bytes += depth * 5 + 32;
+    }
+    return bytes;
+}
+
+static int spool_one(const pa_profile *p, time_t from, time_t until);
+
 int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
     if (!cfg.server[0] || !spool_dir[0] || !name_q || pa_profile_total(p) == 0)
         return 0;
+    size_t n = pa_profile_stack_count(p);
+    if (n < 2 || (n <= MAX_PROFILE_STACKS && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
+        return spool_one(p, from, until);
+    /* Split in halves (each with only its own frames) until every part fits: the same
+     * samples, as several profiles of the same interval, which Pyroscope adds up. */
+    static int split_logged;
+    if (!split_logged++)
+        pa_log(PA_LOG_INFO,
+               "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%d "
+               "stacks, %d MiB); it is sent in parts (said once)",
+               n, MAX_PROFILE_STACKS, MAX_PROFILE_BYTES >> 20);
+    int rc = 0;
+    size_t half = (n + 1) / 2;
+    for (size_t first = 0; first < n; first += half) {
+        pa_profile *part = pa_profile_new();
+        pa_profile_merge_stacks(part, p, first, half);
+        rc |= pa_send_spool(part, from, until);
+        pa_profile_free(part);
+    }
+    return rc;
+}
+
+static int spool_one(const pa_profile *p, time_t from, time_t until) {
     pa_buf body = {0};
     pa_error err;
     if (cfg.upload_pprof) {

@@ -357,6 +357,26 @@ def test_pyroscope_hostile_frame_names(ctx):
         check(any("\ufffd" in k for k in local), "%s: no cut name in the profile (the test shows nothing)" % fmt)
 
 
+def test_pyroscope_profile_over_its_limits_is_split(ctx):
+    """A profile of more unique stacks than Pyroscope takes in one (16,000) is sent in parts
+    that it accepts, holding every sample. It needs a high rate: where perf events are
+    forbidden (CPU timers, at most ~250 samples per CPU-second) the program cannot produce
+    that many stacks and only the acceptance is checked."""
+    extra = {"PYAGENT_RATE": "10000", "PYAGENT_UPLOAD_INTERVAL": "60", "PYAGENT_EXIT_TIMEOUT_MS": "20000",
+             "PYAGENT_LOG": "info"}
+    srv, cwd, err = pyroscope_run(ctx, "many", seconds="6", extra=extra, program="many_stacks.py")
+    accepted_only(srv, err)
+    local = local_stacks(os.path.join(cwd, "local.folded"))
+    got = sum(r["samples"] for r in srv.accepted)
+    check(got == sum(local.values()), "Pyroscope got %d samples, the local file %d" % (got, sum(local.values())))
+    if Profile(os.path.join(cwd, "local.folded")).meta.get("timer") != "perf-task-clock":
+        return
+    check(len(local) > 16000, "only %d unique stacks at 10 kHz: the split is not exercised" % len(local))
+    check(len(srv.accepted) >= 2 and all(len(r["stacks"]) <= 16000 for r in srv.accepted),
+          "%d stacks sent as %s" % (len(local), [len(r["stacks"]) for r in srv.accepted]))
+    check("sent in parts" in err, "the split is not said: %s" % err[-2000:])
+
+
 def valid_utf8(b):
     try:
         b.decode("utf-8")

@@ -232,6 +232,36 @@ static void utf8_is_repaired_visibly(void **state) {
     pa_buf_free(&b);
 }
 
+/* A profile split into parts by its stacks: the parts add up to the whole, each holds only the
+ * frames its stacks use, and keeps the meta (an upload over a server's limits is sent so). */
+static void merge_stacks_splits_into_parts(void **state) {
+    (void)state;
+    pa_profile *p = pa_profile_new();
+    const char *s1[] = {"t", "a", "x"}, *s2[] = {"t", "b"}, *s3[] = {"t", "c", "y"};
+    pa_profile_add_stack(p, s1, 3, 1);
+    pa_profile_add_stack(p, s2, 2, 2);
+    pa_profile_add_stack(p, s3, 3, 4);
+    pa_profile_set_meta(p, "mode", "wall");
+    pa_profile *first = pa_profile_new(), *second = pa_profile_new(), *whole = pa_profile_new();
+    pa_profile_merge_stacks(first, p, 0, 2);
+    pa_profile_merge_stacks(second, p, 2, 2); /* only one is left */
+    assert_int_equal(pa_profile_total(first), 3);
+    assert_int_equal(pa_profile_total(second), 4);
+    assert_int_equal(pa_profile_frame_count(first), 4);  /* t a x b */
+    assert_int_equal(pa_profile_frame_count(second), 3); /* t c y */
+    assert_string_equal(pa_profile_meta(second, "mode"), "wall");
+    pa_profile_merge(whole, first);
+    pa_profile_merge(whole, second);
+    char *a = folded(p), *b = folded(whole);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    pa_profile_free(whole);
+    pa_profile_free(second);
+    pa_profile_free(first);
+    pa_profile_free(p);
+}
+
 /* Folded uploads carry no "# pyagent" header (Pyroscope's folded parser refuses it). */
 static void folded_stacks_have_no_header(void **state) {
     (void)state;
@@ -387,6 +417,7 @@ int main(void) {
         cmocka_unit_test(pprof_sample_types_name_the_mode),
         cmocka_unit_test(utf8_is_repaired_visibly),
         cmocka_unit_test(folded_stacks_have_no_header),
+        cmocka_unit_test(merge_stacks_splits_into_parts),
         cmocka_unit_test(merge_adds_totals_and_filter_selects_stacks),
         cmocka_unit_test(transform_merges_lines_threads_and_scales),
         cmocka_unit_test(frames_are_classified),
