@@ -611,11 +611,17 @@ static int close_socket(void *arg, curl_socket_t fd) {
     return close(fd);
 }
 
-/* Progress callback: nonzero ends the transfer (the exit path wants the lock). */
+/* Progress callback: nonzero ends the transfer (the exit path wants the lock), but only while
+ * the body is still going out. Once the server has all of it, it may have stored it: ending
+ * the transfer then would leave the profile in the spool and the exit would send it again,
+ * counted twice. Its answer is awaited instead (the exit waits for the lock only until its
+ * deadline). */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow) {
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    return *(const uint64_t *)arg < atomic_load(&abort_before_ns);
+    (void)dltotal, (void)dlnow;
+    if (*(const uint64_t *)arg >= atomic_load(&abort_before_ns))
+        return 0;
+    return ultotal <= 0 || ulnow < ultotal;
 }
 
 enum { POST_SENT = 0, POST_REJECTED = 1, POST_FAILED = -1, POST_UNREACHABLE = -2 };
@@ -788,6 +794,9 @@ void pa_send_flush(double deadline, int respect_backoff) {
     char **names = list_spool(spool_dir, &n, &bytes);
     pa_log(PA_LOG_DEBUG, "sending %zu spooled profile(s)%s", n, respect_backoff ? "" : " (final)");
     for (size_t i = 0; i < n; i++) {
+        /* The exit path wants the lock: it sends what is left. */
+        if (deadline <= 0 && atomic_load(&abort_before_ns))
+            break;
         if (deadline > 0 && mono() >= deadline) {
             pa_log(PA_LOG_DEBUG, "exit deadline reached; %zu profile(s) stay in the spool", n - i);
             break;

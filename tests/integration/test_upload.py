@@ -231,6 +231,19 @@ def test_slow_server_bounds_exit(ctx):
     check(any(f.endswith(".spool") for f in os.listdir(spool)), "nothing kept in the spool")
 
 
+def test_exit_never_sends_a_profile_twice(ctx):
+    """The exit meets an upload in flight whose body the server already has (a server slow to
+    answer): it must not end that transfer and send the same profile again, which the server
+    would count twice. No stack may arrive more often than the local file has it."""
+    extra = {"PYAGENT_EXIT_TIMEOUT_MS": "8000"}
+    srv, cwd, rc, out, err, _ = run_against(ctx, "slow:1.5", seconds="4", extra=extra)
+    check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+    got, local = srv.stacks(), local_stacks(os.path.join(cwd, "local.folded"))
+    over = {k: (v, local.get(k, 0)) for k, v in got.items() if v > local.get(k, 0)}
+    check(not over, "%d samples received, %d in the local file; stacks counted twice, e.g. %r"
+          % (sum(got.values()), sum(local.values()), list(over.items())[:2]))
+
+
 def test_rejected_uploads_are_kept(ctx):
     """A 4xx never deletes a profile: each rejected upload is kept in the spool's rejected/
     directory, the server's reason is logged once, and the count is reported."""
