@@ -99,6 +99,25 @@ static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t l
     return 0;
 }
 
+/* Grafana Pyroscope takes a pprof upload's whole name as its service and the profile type
+ * from its sample types (the agent names pprof uploads "APP"); this store keys series by
+ * "APP.MODE", as folded uploads name them. A pprof upload whose name does not end in a mode
+ * gets the one its sample types say ("wall", "gil", else "cpu"). */
+static char *typed_app(const char *app, const char *mode) {
+    static const char *const modes[] = {"cpu", "wall", "gil"};
+    const char *dot = strrchr(app, '.');
+    for (size_t i = 0; dot && i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(dot + 1, modes[i]) == 0)
+            return NULL;
+    if (mode == NULL)
+        return NULL;
+    size_t n = strlen(app) + strlen(mode) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s.%s", app, mode);
+    return out;
+}
+
 static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dropped,
                          uint64_t *stacks, char *msg, size_t msglen) {
     if (pa_coll_is_gzip(data, len))
@@ -174,6 +193,11 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
     }
     free(owned);
     pa_coll_share_release(&share);
+    if (rc == 0 && pprof &&
+        (res->typed_app = typed_app(res->series.app, pa_profile_meta(p, "mode"))) &&
+        !pa_coll_valid_app(res->typed_app))
+        rc = fail(400, msg, msglen, "name: the application name is longer than %d bytes",
+                  PA_COLL_MAX_APP_LEN);
     if (rc == 0) {
         res->samples = pa_profile_total(p);
         /* Stored as pprof, gzip'd: each frame string once and stacks as location ids, so
@@ -189,7 +213,7 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
 struct pa_coll_upload pa_coll_upload_of(const struct pa_coll_ingest_result *res,
                                         const char *spy_name) {
     return (struct pa_coll_upload){
-        .app = res->series.app,
+        .app = res->typed_app ? res->typed_app : res->series.app,
         .labels = res->labels,
         .from = res->from,
         .until = res->until,
@@ -218,5 +242,6 @@ void pa_coll_ingest_result_free(struct pa_coll_ingest_result *res) {
     pa_coll_series_free(&res->series);
     free(res->labels);
     free(res->blob);
+    free(res->typed_app);
     memset(res, 0, sizeof *res);
 }

@@ -29,6 +29,7 @@ struct pa_coll_ingest_result {
     uint64_t samples, stacks, dropped_lines;
     uint8_t *blob; /* the profile as gzip-compressed pprof */
     size_t blob_len;
+    char *typed_app; /* "APP.MODE" for a pprof upload named "APP" (NULL: series.app as is) */
 };
 
 /* 0, or an HTTP status (400, 413, 415, 422, 503) with msg. The result must be freed either way. */

@@ -13,8 +13,8 @@
 
 #define PA_COLL_MAX_LABELS 30 /* Pyroscope's per-series limit */
 #define PA_COLL_MAX_APP_LEN 256
-#define PA_COLL_MAX_KEY_LEN 128
-#define PA_COLL_MAX_VALUE_LEN 1024
+#define PA_COLL_MAX_KEY_LEN 1024   /* Pyroscope's label name limit */
+#define PA_COLL_MAX_VALUE_LEN 2048 /* Pyroscope's label value limit */
 
 struct pa_coll_label {
     const char *key;

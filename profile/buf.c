@@ -194,3 +194,36 @@ void pa_buf_html_str(pa_buf *b, const char *str, size_t len) {
         i += n;
     }
 }
+
+int pa_utf8_valid(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0; i < len;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n = utf8_len(s + i, len - i);
+        if (n == 0)
+            return 0;
+        i += n;
+    }
+    return 1;
+}
+
+size_t pa_buf_utf8(pa_buf *b, const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t replaced = 0;
+    pa_buf_reserve(b, len + 16);
+    for (size_t i = 0; i < len;) {
+        size_t n = s[i] < 0x80 ? 1 : utf8_len(s + i, len - i);
+        if (n == 0) {
+            pa_buf_append(b, "\xEF\xBF\xBD", 3);
+            replaced++;
+            i++;
+            continue;
+        }
+        pa_buf_append(b, s + i, n);
+        i += n;
+    }
+    return replaced;
+}

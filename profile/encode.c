@@ -47,6 +47,10 @@ void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
         }
         pa_buf_puts(out, "\n");
     }
+    pa_profile_encode_folded_stacks(p, out);
+}
+
+void pa_profile_encode_folded_stacks(const pa_profile *p, pa_buf *out) {
     size_t nstacks = pa_profile_stack_count(p);
     for (size_t s = 0; s < nstacks; s++) {
         size_t n;

@@ -315,19 +315,29 @@ void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const c
 
 /* Adds src's stacks through a map from src frame ids to dst frame ids. */
 void pa_profile_merge(pa_profile *dst, const pa_profile *src) {
+    pa_profile_merge_stacks(dst, src, 0, src->nstacks);
+}
+
+void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n) {
+    /* Frames are interned on first use: a part of a profile holds only its own frames. */
     uint32_t *map = pa_xrealloc(NULL, (src->nframes + 1) * sizeof *map);
     for (size_t id = 0; id < src->nframes; id++)
-        map[id] = pa_profile_intern(dst, src->arena.data + src->frame_off[id], src->frame_len[id]);
+        map[id] = UINT32_MAX;
     uint32_t *ids = NULL;
     size_t cap = 0;
-    for (size_t s = 0; s < src->nstacks; s++) {
+    for (size_t s = first; s < src->nstacks && s - first < n; s++) {
         const struct stack *st = &src->stacks[s];
         if (st->depth > cap) {
             cap = st->depth * 2;
             ids = pa_xrealloc(ids, cap * sizeof *ids);
         }
-        for (uint32_t k = 0; k < st->depth; k++)
-            ids[k] = map[src->pool[st->off + k]];
+        for (uint32_t k = 0; k < st->depth; k++) {
+            uint32_t id = src->pool[st->off + k];
+            if (map[id] == UINT32_MAX)
+                map[id] = pa_profile_intern(dst, src->arena.data + src->frame_off[id],
+                                            src->frame_len[id]);
+            ids[k] = map[id];
+        }
         pa_profile_add_stack_ids(dst, ids, st->depth, st->count);
     }
     for (size_t i = 0; i < src->nmeta; i++)

@@ -63,10 +63,14 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     if (r)
         rate = atof(r);
     int with_cpu = rate > 0;
+    /* The time type names what the samples measure; Pyroscope files by it (see profile.h). */
+    const char *mode = pa_profile_meta(p, "mode");
+    const char *time_type =
+        mode && (strcmp(mode, "wall") == 0 || strcmp(mode, "gil") == 0) ? mode : "cpu";
 
     put_value_type(&msg, 1, strs, "samples", "count");
     if (with_cpu)
-        put_value_type(&msg, 1, strs, "cpu", "nanoseconds");
+        put_value_type(&msg, 1, strs, time_type, "nanoseconds");
 
     /* Samples: location ids are frame id + 1, leaf first. */
     size_t nstacks = pa_profile_stack_count(p);
@@ -137,7 +141,7 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     if (start)
         put_uint(&tail, 9, (uint64_t)strtoull(start, NULL, 10) * 1000000000ull);
     if (with_cpu) {
-        put_value_type(&tail, 11, strs, "cpu", "nanoseconds");
+        put_value_type(&tail, 11, strs, time_type, "nanoseconds");
         put_uint(&tail, 12, period);
     }
     put_bytes(&msg, 6, "", 0);
@@ -297,12 +301,20 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
     struct strref *samples = NULL; /* raw Sample messages, decoded once locations are known */
     size_t nsamp = 0, capsamp = 0;
     uint64_t period = 0, time_nanos = 0;
+    uint64_t types[8]; /* sample types' type string indexes */
+    size_t ntypes = 0;
     unsigned field, wire;
     uint64_t v;
     int rc = -1;
 
     while (next_field(&r, &field, &wire, &v, &sub)) {
-        if (wire == 2 && field == 2) {
+        if (wire == 2 && field == 1) {
+            while (next_field(&sub, &field, &wire, &v, &sub2))
+                if (field == 1 && wire == 0 && ntypes < sizeof types / sizeof types[0])
+                    types[ntypes++] = v;
+            if (sub.bad)
+                goto malformed;
+        } else if (wire == 2 && field == 2) {
             GROW(samples, nsamp, capsamp);
             samples[nsamp++] = (struct strref){(const char *)sub.p, (size_t)(sub.end - sub.p)};
         } else if (wire == 2 && field == 4) {
@@ -465,6 +477,13 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)(1000000000ull / period));
         if (!pa_profile_meta(p, "rate") && 1000000000ull / period > 0)
             pa_profile_set_meta(p, "rate", buf);
+    }
+    for (size_t i = 0; i < ntypes && !pa_profile_meta(p, "mode"); i++) {
+        static const char *const modes[] = {"wall", "gil", "cpu"};
+        for (size_t m = 0; m < 3 && types[i] < nstr; m++)
+            if (strs[types[i]].len == strlen(modes[m]) &&
+                memcmp(strs[types[i]].s, modes[m], strs[types[i]].len) == 0)
+                pa_profile_set_meta(p, "mode", modes[m]);
     }
     if (time_nanos && !pa_profile_meta(p, "start")) {
         char buf[32];

@@ -46,6 +46,11 @@ void pa_buf_json_str(pa_buf *b, const char *s, size_t len);
 /* Appends s escaped for HTML/XML text and attribute values: invalid UTF-8 becomes U+FFFD and
  * control characters (including NUL) become visible "\xHH" text. */
 void pa_buf_html_str(pa_buf *b, const char *s, size_t len);
+/* Is s valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF)? */
+int pa_utf8_valid(const char *s, size_t len);
+/* Appends s with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD;
+ * returns how many were replaced. */
+size_t pa_buf_utf8(pa_buf *b, const char *s, size_t len);
 
 /* ---- building ---- */
 
@@ -84,6 +89,9 @@ int pa_profile_find_stack(const pa_profile *p, const uint32_t *ids, size_t nfram
 
 /* Adds every stack of src into dst (frames are re-interned). */
 void pa_profile_merge(pa_profile *dst, const pa_profile *src);
+/* The same for stacks [first, first + n) of src only (and only the frames they use): splits a
+ * profile into parts, e.g. to stay within a server's per-profile limits. */
+void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n);
 
 /* Keeps stacks in which some frame matches include (POSIX extended regex; NULL = all) and no
  * frame matches exclude (NULL = none). Returns a new profile or NULL with err set for a bad
@@ -143,10 +151,18 @@ int pa_profile_parse_stream(pa_profile *p, FILE *f, const char *name, pa_parse_s
 
 /* Folded text, one stack per line, with a "# pyagent 1 ..." header when meta is present. */
 void pa_profile_encode_folded(const pa_profile *p, pa_buf *out);
+/* The same lines without the header: what Grafana Pyroscope's folded parser accepts (it
+ * reads the text after a line's last space as its count and refuses anything else). */
+void pa_profile_encode_folded_stacks(const pa_profile *p, pa_buf *out);
 /* pprof profile.proto; gzip-compressed when gzip is non-zero. sample_type is "samples/count"
- * and, when the profile has a rate, "cpu/nanoseconds" too. Returns -1 only if zlib fails. */
+ * and, when the profile has a rate, MODE/nanoseconds too (also the period type), where MODE
+ * is the meta "mode": "wall" or "gil", else "cpu". Grafana Pyroscope files a profile by these
+ * names: a "wall" type as __name__ wall, a "cpu" one as process_cpu. Returns -1 only if zlib
+ * fails. */
 int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err);
-/* Decodes a pprof profile (plain protobuf; gzip is handled by the parser). */
+/* Decodes a pprof profile (plain protobuf; gzip is handled by the parser). A sample type
+ * named "wall", "gil" or "cpu" sets the meta "mode" (unless set), so a profile written by
+ * pa_pprof_encode reads back with its mode. */
 int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
                     pa_error *err);
 /* speedscope's file format (a "sampled" profile per thread root). */

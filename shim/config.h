@@ -22,7 +22,7 @@ struct pa_config {
     int native;           /* PYAGENT_NATIVE */
 
     /* Uploads (docs/continuous.md). */
-    char tags[1024];          /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */
+    char tags[16384];         /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */
     int tag_host, tag_pid;    /* PYAGENT_TAG_HOST, PYAGENT_TAG_PID */
     int upload_pprof;         /* PYAGENT_UPLOAD_FORMAT: 1 pprof (gzip), 0 folded */
     char auth_token[512];     /* PYAGENT_AUTH_TOKEN: Authorization: Bearer */

@@ -32,12 +32,13 @@
 #include "../shim/log.h"
 
 static struct pa_config cfg;
-static char name_q[2048]; /* url-encoded "APP.cpu{labels}" */
+static char *name_q; /* url-encoded "APP{labels}" (pprof) or "APP.cpu{labels}" (folded) */
 static char spool_dir[1100];
 static unsigned seq;
 static double retry_at; /* monotonic seconds */
 static unsigned failures;
 static struct pa_send_stats stats;
+static char last_reason[600]; /* the last rejection logged: each reason is said once */
 /* Serializes sending (spool claims, counters, back-off); never held by fork or the exit path
  * beyond the exit deadline. */
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -109,6 +110,17 @@ missing:
 
 /* ---- the series name ------------------------------------------------------------------------ */
 
+/* Grafana Pyroscope's label rules (pkg/validation: 30 label names per series, names up to 1024
+ * bytes, values up to 2048 bytes of valid UTF-8, no name twice). Of its 30, four are its own:
+ * __name__, __delta__, pyroscope_spy and service_name. The whole name also has to fit a
+ * request line (our collector takes 256 KiB of headers, Go servers 1 MiB). */
+enum {
+    MAX_LABELS = 26,
+    MAX_LABEL_NAME = 1024,
+    MAX_LABEL_VALUE = 2048,
+    MAX_RAW_NAME = 32768,
+};
+
 static int app_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
            c == '.' || c == '/' || c == '-';
@@ -125,30 +137,142 @@ static int value_ok(const char *v, size_t n) {
         return 0;
     for (size_t i = 0; i < n; i++)
         if (v[i] == ',' || v[i] == '}' || v[i] == '{' || v[i] == '=' || v[i] == '"' ||
-            (unsigned char)v[i] < 0x20)
+            (unsigned char)v[i] < 0x20 || v[i] == 0x7f)
             return 0;
     return 1;
 }
 
-static void add_label(char *out, size_t len, int *count, const char *k, size_t kn, const char *v,
-                      size_t vn) {
-    size_t used = strlen(out);
-    if (*count >= 30) {
-        pa_log(PA_LOG_WARN, "PYAGENT_TAGS: more than 30 labels; \"%.*s\" dropped", (int)kn, k);
-        return;
-    }
-    int w =
-        snprintf(out + used, len - used, "%s%.*s=%.*s", *count ? "," : "", (int)kn, k, (int)vn, v);
-    if (w < 0 || (size_t)w >= len - used) {
-        out[used] = 0;
-        pa_log(PA_LOG_WARN, "PYAGENT_TAGS: too long; \"%.*s\" dropped", (int)kn, k);
-        return;
-    }
-    (*count)++;
+/* Warnings about the name are given once per process tree: a forked child rebuilds it. */
+static int name_warned;
+
+#define NAME_WARN(...)                                                                             \
+    do {                                                                                           \
+        if (!name_warned)                                                                          \
+            pa_log(PA_LOG_WARN, __VA_ARGS__);                                                      \
+    } while (0)
+
+struct labels {
+    pa_buf text; /* "k=v,k2=v2" */
+    int count;
+    char names[MAX_LABELS][MAX_LABEL_NAME + 1];
+};
+
+static int has_label(const struct labels *l, const char *k) {
+    for (int i = 0; i < l->count; i++)
+        if (strcmp(l->names[i], k) == 0)
+            return 1;
+    return 0;
 }
 
-/* "APP.cpu{k=v,...}" from the app name, PYAGENT_TAGS, hostname and pid. */
-static void build_name(char *out, size_t len) {
+/* Adds k=v (k valid, v valid UTF-8 without separators), unless over a limit: said, dropped. */
+static void add_label(struct labels *l, const char *k, const char *v, size_t vn, const char *what) {
+    if (l->count >= MAX_LABELS) {
+        NAME_WARN("%s \"%s=%.*s\": more than %d labels (Grafana Pyroscope takes 30, 4 of them "
+                  "its own); dropped",
+                  what, k, (int)(vn > 64 ? 64 : vn), v, MAX_LABELS);
+        return;
+    }
+    if (l->text.len + strlen(k) + vn + 2 > MAX_RAW_NAME) {
+        NAME_WARN("%s \"%s\": the labels would pass %d bytes in all; dropped", what, k,
+                  MAX_RAW_NAME);
+        return;
+    }
+    if (l->count)
+        pa_buf_append(&l->text, ",", 1);
+    pa_buf_printf(&l->text, "%s=%.*s", k, (int)vn, v);
+    snprintf(l->names[l->count++], sizeof l->names[0], "%s", k);
+}
+
+/* One PYAGENT_TAGS entry "k=v" (n bytes at t), made to fit Pyroscope's rules or dropped, with
+ * a warning either way. */
+static void add_tag(struct labels *l, const char *t, size_t n) {
+    const char *eq = memchr(t, '=', n);
+    size_t kn = eq ? (size_t)(eq - t) : n;
+    int ok = eq && kn > 0 && kn <= MAX_LABEL_NAME;
+    for (size_t i = 0; ok && i < kn; i++)
+        ok = label_char(t[i]);
+    if (!ok) {
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\" is not name=value (name: [A-Za-z0-9_.], at most %d "
+                  "bytes); dropped",
+                  (int)(n > 200 ? 200 : n), t, MAX_LABEL_NAME);
+        return;
+    }
+    if (t[0] >= '0' && t[0] <= '9') {
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\": a label name must not start with a digit "
+                  "(Pyroscope refuses it); dropped",
+                  (int)(n > 200 ? 200 : n), t);
+        return;
+    }
+    if (kn >= 2 && t[0] == '_' && t[1] == '_') {
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\": names starting with __ are reserved (Pyroscope drops "
+                  "them); dropped",
+                  (int)(n > 200 ? 200 : n), t);
+        return;
+    }
+    if (kn == 13 && memcmp(t, "pyroscope_spy", 13) == 0) {
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\": Pyroscope sets pyroscope_spy itself (a second one is "
+                  "refused); dropped",
+                  (int)(n > 200 ? 200 : n), t);
+        return;
+    }
+    char key[MAX_LABEL_NAME + 1];
+    memcpy(key, t, kn);
+    key[kn] = 0;
+    if (memchr(key, '.', kn)) {
+        /* Pyroscope renames it so; doing it here keeps both servers' series the same. */
+        for (char *c = key; *c; c++)
+            if (*c == '.')
+                *c = '_';
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\" is sent as \"%s\" (Pyroscope's label names have no "
+                  "'.')",
+                  (int)kn, t, key);
+    }
+    if (has_label(l, key)) {
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\": \"%s\" is given twice; the first is kept, this one "
+                  "dropped",
+                  (int)(n > 200 ? 200 : n), t, key);
+        return;
+    }
+    pa_buf value = {0};
+    if (pa_buf_utf8(&value, eq + 1, n - kn - 1))
+        NAME_WARN("PYAGENT_TAGS: the value of \"%s\" is not valid UTF-8; its invalid bytes are "
+                  "sent as U+FFFD",
+                  key);
+    size_t vn = value.len;
+    if (vn > MAX_LABEL_VALUE) {
+        vn = MAX_LABEL_VALUE;
+        while (vn > 0 && ((unsigned char)value.data[vn] & 0xC0) == 0x80)
+            vn--; /* cut at a character boundary */
+        NAME_WARN("PYAGENT_TAGS: the value of \"%s\" is %zu bytes; cut to %zu (Pyroscope takes "
+                  "%d)",
+                  key, value.len, vn, MAX_LABEL_VALUE);
+    }
+    if (value_ok(value.data ? value.data : "", vn))
+        add_label(l, key, value.data, vn, "PYAGENT_TAGS:");
+    else
+        NAME_WARN("PYAGENT_TAGS: \"%.*s\": a value must be non-empty, without , = { } \" or "
+                  "control characters; dropped",
+                  (int)(n > 200 ? 200 : n), t);
+    pa_buf_free(&value);
+}
+
+/* A label of the agent's own (hostname, pid): a user tag of that name wins. */
+static void add_own_label(struct labels *l, const char *k, const char *v) {
+    if (has_label(l, k)) {
+        NAME_WARN("PYAGENT_TAGS sets \"%s\": the agent's own label of that name is not added", k);
+        return;
+    }
+    if (!pa_utf8_valid(v, strlen(v)) || strlen(v) > MAX_LABEL_VALUE || !value_ok(v, strlen(v))) {
+        NAME_WARN("the %s label \"%.64s\" breaks the label rules; not added", k, v);
+        return;
+    }
+    add_label(l, k, v, strlen(v), "the agent's label");
+}
+
+/* The ingest name, url-encoded, malloc'ed: "APP{k=v,...}" for pprof (Pyroscope takes the
+ * whole text before '{' as the service name and the profile type from the sample types),
+ * "APP.MODE{k=v,...}" for folded (its folded path takes the type from the suffix). */
+static char *build_name(void) {
     char app[256];
     size_t a = 0;
     for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
@@ -157,48 +281,46 @@ static void build_name(char *out, size_t len) {
     if (!a)
         strcpy(app, "python");
     if (strcmp(app, cfg.app_name) != 0)
-        pa_log(PA_LOG_WARN,
-               "PYAGENT_APP_NAME=\"%.64s\" has characters outside [A-Za-z0-9_./-]; using \"%s\"",
-               cfg.app_name, app);
-    char labels[1500] = "";
-    int count = 0;
+        NAME_WARN("PYAGENT_APP_NAME=\"%.64s\" has characters outside [A-Za-z0-9_./-]; using \"%s\"",
+                  cfg.app_name, app);
+    struct labels *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
     const char *t = cfg.tags;
     while (*t) {
         const char *end = strchr(t, ',');
         size_t n = end ? (size_t)(end - t) : strlen(t);
-        const char *eq = memchr(t, '=', n);
-        size_t kn = eq ? (size_t)(eq - t) : n;
-        int ok = eq && kn > 0;
-        for (size_t i = 0; ok && i < kn; i++)
-            ok = label_char(t[i]);
-        if (ok && value_ok(eq + 1, n - kn - 1))
-            add_label(labels, sizeof labels, &count, t, kn, eq + 1, n - kn - 1);
-        else if (n)
-            pa_log(PA_LOG_WARN,
-                   "PYAGENT_TAGS: \"%.*s\" is not name=value (name: [A-Za-z0-9_.], value without , "
-                   "= { } \"); dropped",
-                   (int)n, t);
+        if (n)
+            add_tag(l, t, n);
         t += n + (end ? 1 : 0);
     }
     if (cfg.tag_host) {
         char host[256] = "";
         gethostname(host, sizeof host - 1);
-        if (value_ok(host, strlen(host)))
-            add_label(labels, sizeof labels, &count, "hostname", 8, host, strlen(host));
+        if (host[0])
+            add_own_label(l, "hostname", host);
     }
     if (cfg.tag_pid) {
         char pid[16];
-        int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
-        add_label(labels, sizeof labels, &count, "pid", 3, pid, (size_t)n);
+        snprintf(pid, sizeof pid, "%d", (int)getpid());
+        add_own_label(l, "pid", pid);
     }
-    char raw[2000];
-    /* The profile type after the app name: what the samples measure. */
-    const char *type = cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
-    snprintf(raw, sizeof raw, "%s.%s{%s}", app, type, labels);
-    char *esc = curl.escape ? curl.escape(NULL, raw, 0) : NULL;
-    snprintf(out, len, "%s", esc ? esc : raw);
+    name_warned = 1;
+    pa_buf raw = {0};
+    pa_buf_puts(&raw, app);
+    if (!cfg.upload_pprof) /* what the samples measure, as the folded path wants it */
+        pa_buf_puts(&raw, cfg.mode == PA_MODE_WALL  ? ".wall"
+                          : cfg.mode == PA_MODE_GIL ? ".gil"
+                                                    : ".cpu");
+    pa_buf_printf(&raw, "{%s}", l->text.data ? l->text.data : "");
+    pa_buf_free(&l->text);
+    free(l);
+    char *esc = curl.escape ? curl.escape(NULL, raw.data, (int)raw.len) : NULL;
+    char *out = strdup(esc ? esc : raw.data);
     if (esc)
         curl.free(esc);
+    pa_buf_free(&raw);
+    return out;
 }
 
 /* ---- the spool ------------------------------------------------------------------------------ */
@@ -244,7 +366,12 @@ int pa_send_init(const struct pa_config *c) {
                strerror(errno));
         spool_dir[0] = 0;
     }
-    build_name(name_q, sizeof name_q);
+    free(name_q);
+    name_q = build_name();
+    if (cfg.mode == PA_MODE_GIL && !cfg.upload_pprof)
+        pa_log(PA_LOG_WARN, "Grafana Pyroscope has no 'gil' type for folded uploads and refuses "
+                            "them (our collector takes them); PYAGENT_UPLOAD_FORMAT=pprof files "
+                            "them as __name__ gil");
     return 0;
 }
 
@@ -264,7 +391,9 @@ void pa_send_fork_child(void) {
     failures = 0;
     retry_at = 0;
     memset(&stats, 0, sizeof stats);
-    build_name(name_q, sizeof name_q);
+    last_reason[0] = 0;
+    free(name_q);
+    name_q = build_name();
 }
 
 void pa_send_get_stats(struct pa_send_stats *st) {
@@ -275,11 +404,11 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The spool's *.spool files (and reclaimed *.sending-PID of dead processes), sorted. */
-static char **list_spool(size_t *n, uint64_t *bytes) {
+/* dir's *.spool files (and reclaimed *.sending-PID of dead processes), sorted. */
+static char **list_spool(const char *dir, size_t *n, uint64_t *bytes) {
     *n = 0;
     *bytes = 0;
-    DIR *d = opendir(spool_dir);
+    DIR *d = opendir(dir);
     if (!d)
         return NULL;
     size_t cap = 0;
@@ -291,8 +420,8 @@ static char **list_spool(size_t *n, uint64_t *bytes) {
             int pid = atoi(s + 9);
             if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
                 char from[1400], to[1400];
-                snprintf(from, sizeof from, "%s/%s", spool_dir, e->d_name);
-                snprintf(to, sizeof to, "%s/%.*s", spool_dir, (int)(s - e->d_name), e->d_name);
+                snprintf(from, sizeof from, "%s/%s", dir, e->d_name);
+                snprintf(to, sizeof to, "%s/%.*s", dir, (int)(s - e->d_name), e->d_name);
                 rename(from, to);
             }
             continue;
@@ -310,7 +439,7 @@ static char **list_spool(size_t *n, uint64_t *bytes) {
         names[(*n)++] = strdup(e->d_name);
         char path[1400];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", spool_dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (stat(path, &st) == 0)
             *bytes += (uint64_t)st.st_size;
     }
@@ -326,17 +455,18 @@ static void free_list(char **names, size_t n) {
     free(names);
 }
 
-/* Keeps the spool under its bound by dropping the oldest files, counted. */
-static void bound_spool(void) {
+/* Keeps a spool directory (the spool, or its rejected/) under the bound by dropping the oldest
+ * files, counted. */
+static void bound_spool(const char *dir) {
     size_t n;
     uint64_t bytes;
-    char **names = list_spool(&n, &bytes);
+    char **names = list_spool(dir, &n, &bytes);
     uint64_t max = (uint64_t)cfg.spool_max_mb << 20;
     size_t dropped = 0;
     for (size_t i = 0; i < n && bytes > max; i++) {
         char path[1400];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", spool_dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (stat(path, &st) == 0 && unlink(path) == 0) {
             bytes -= (uint64_t)st.st_size;
             dropped++;
@@ -345,15 +475,63 @@ static void bound_spool(void) {
     if (dropped) {
         stats.spool_dropped += dropped;
         pa_log(PA_LOG_WARN,
-               "spool %s is over %u MB: dropped its %zu oldest profile(s) (%llu so far)", spool_dir,
+               "spool %s is over %u MB: dropped its %zu oldest profile(s) (%llu so far)", dir,
                cfg.spool_max_mb, dropped, (unsigned long long)stats.spool_dropped);
     }
     free_list(names, n);
 }
 
+/* Grafana Pyroscope refuses a profile of more than 16000 samples (pprof Samples, our unique
+ * stacks) or 4 MiB of uncompressed pprof (max_profile_stacktrace_samples,
+ * max_profile_size_bytes); on its folded path the same limits apply to the pprof it builds. */
+enum { MAX_PROFILE_STACKS = 16000, MAX_PROFILE_BYTES = 4 << 20 };
+
+/* An upper bound of p's size as uncompressed pprof: each frame's strings, Location, Line and
+ * Function, each stack's location ids and values. */
+static size_t pprof_size_bound(const pa_profile *p) {
+    size_t bytes = 64, nframes = pa_profile_frame_count(p), nstacks = pa_profile_stack_count(p);
+    for (uint32_t id = 0; id < nframes; id++) {
+        size_t len;
+        pa_profile_frame(p, id, &len);
+        bytes += len + 64;
+    }
+    for (size_t i = 0; i < nstacks; i++) {
+        size_t depth;
+        uint64_t count;
+        pa_profile_stack(p, i, &depth, &count);
+        bytes += depth * 5 + 32;
+    }
+    return bytes;
+}
+
+static int spool_one(const pa_profile *p, time_t from, time_t until);
+
 int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
-    if (!cfg.server[0] || !spool_dir[0] || pa_profile_total(p) == 0)
+    if (!cfg.server[0] || !spool_dir[0] || !name_q || pa_profile_total(p) == 0)
         return 0;
+    size_t n = pa_profile_stack_count(p);
+    if (n < 2 || (n <= MAX_PROFILE_STACKS && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
+        return spool_one(p, from, until);
+    /* Split in halves (each with only its own frames) until every part fits: the same
+     * samples, as several profiles of the same interval, which Pyroscope adds up. */
+    static int split_logged;
+    if (!split_logged++)
+        pa_log(PA_LOG_INFO,
+               "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%d "
+               "stacks, %d MiB); it is sent in parts (said once)",
+               n, MAX_PROFILE_STACKS, MAX_PROFILE_BYTES >> 20);
+    int rc = 0;
+    size_t half = (n + 1) / 2;
+    for (size_t first = 0; first < n; first += half) {
+        pa_profile *part = pa_profile_new();
+        pa_profile_merge_stacks(part, p, first, half);
+        rc |= pa_send_spool(part, from, until);
+        pa_profile_free(part);
+    }
+    return rc;
+}
+
+static int spool_one(const pa_profile *p, time_t from, time_t until) {
     pa_buf body = {0};
     pa_error err;
     if (cfg.upload_pprof) {
@@ -363,7 +541,8 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
             return -1;
         }
     } else {
-        pa_profile_encode_folded(p, &body);
+        /* No "# pyagent" header: Pyroscope's folded parser refuses the line (422). */
+        pa_profile_encode_folded_stacks(p, &body);
     }
     const char *rate = pa_profile_meta(p, "rate");
     char path[1400], tmp[1500];
@@ -390,7 +569,7 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
         unlink(tmp);
     }
     pa_buf_free(&body);
-    bound_spool();
+    bound_spool(spool_dir);
     return ok ? 0 : -1;
 }
 
@@ -447,24 +626,24 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 
 enum { POST_SENT = 0, POST_REJECTED = 1, POST_FAILED = -1, POST_UNREACHABLE = -2 };
 
-/* POSTs one spool file, on a connection of its own. */
-static int post(const char *query, const char *body, size_t len, double deadline) {
+/* POSTs one spool file, on a connection of its own. A rejection's reason (the status and the
+ * server's answer) goes to reason. */
+static int post(const char *query, const char *body, size_t len, double deadline, char *reason,
+                size_t reason_len) {
     CURL *handle = curl.init();
     if (!handle)
         return POST_FAILED;
     uint64_t started = mono_ns();
-    char url[8192];
     const char *slash = cfg.server[strlen(cfg.server) - 1] == '/' ? "" : "/";
-    if (snprintf(url, sizeof url, "%s%singest?%s", cfg.server, slash, query) >= (int)sizeof url) {
-        curl.cleanup(handle);
-        return POST_REJECTED; /* cannot happen with our own spool files; never retry it */
-    }
+    pa_buf url = {0};
+    pa_buf_printf(&url, "%s%singest?%s", cfg.server, slash, query);
     long total_ms = (long)cfg.upload_timeout_ms, connect_ms = (long)cfg.connect_timeout_ms;
     if (deadline > 0) {
         long left = (long)((deadline - mono()) * 1000);
         if (left < 1) {
             pa_log(PA_LOG_DEBUG, "no time left to upload before exit");
             curl.cleanup(handle);
+            pa_buf_free(&url);
             return POST_FAILED;
         }
         if (total_ms > left)
@@ -487,7 +666,7 @@ static int post(const char *query, const char *body, size_t len, double deadline
         h = curl.slist_append(h, line);
     }
     struct reply reply = {"", 0};
-    curl.setopt(handle, CURLOPT_URL, url);
+    curl.setopt(handle, CURLOPT_URL, url.data);
     curl.setopt(handle, CURLOPT_POST, 1L);
     curl.setopt(handle, CURLOPT_POSTFIELDS, body);
     curl.setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
@@ -519,6 +698,7 @@ static int post(const char *query, const char *body, size_t len, double deadline
     curl.getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
     curl.cleanup(handle);
     curl.slist_free_all(h);
+    pa_buf_free(&url);
     if (rc != CURLE_OK) {
         pa_log(PA_LOG_DEBUG, "upload to %s failed: %s", cfg.server, curl.strerror(rc));
         return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
@@ -530,32 +710,61 @@ static int post(const char *query, const char *body, size_t len, double deadline
         return POST_SENT;
     reply.text[strcspn(reply.text, "\r\n")] = 0;
     if (status >= 400 && status < 500 && status != 408 && status != 429) {
-        pa_log(PA_LOG_ERROR, "%s rejected a profile (HTTP %ld: %s); it is dropped", cfg.server,
-               status, reply.text);
+        snprintf(reason, reason_len, "HTTP %ld: %s", status, reply.text);
         return POST_REJECTED;
     }
     pa_log(PA_LOG_DEBUG, "upload to %s: HTTP %ld %s", cfg.server, status, reply.text);
     return POST_FAILED;
 }
 
-/* Reads a claimed spool file: query (without the header's prefix) and body. */
-static int read_spool(const char *path, char *query, size_t qlen, pa_buf *body) {
+/* Reads a claimed spool file: query (without the header's prefix; malloc'ed) and body. */
+static int read_spool(const char *path, char **query, pa_buf *body) {
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
-    char line[4200];
-    if (!fgets(line, sizeof line, f) || strncmp(line, "pyagent-spool 1 ", 16) != 0) {
+    char *line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, f) < 16 || strncmp(line, "pyagent-spool 1 ", 16) != 0) {
+        free(line);
         fclose(f);
         return -1;
     }
     line[strcspn(line, "\n")] = 0;
-    snprintf(query, qlen, "%s", line + 16);
+    memmove(line, line + 16, strlen(line + 16) + 1);
+    *query = line;
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
         pa_buf_append(body, chunk, n);
     fclose(f);
     return 0;
+}
+
+/* A profile the server refused (4xx): never deleted, it moves to the spool's rejected/
+ * directory (bounded like the spool), where it can be read, fixed and sent again by hand. The
+ * server's reason is logged once per distinct reason; stats.rejected counts them all. */
+static void keep_rejected(const char *claimed, const char *path, const char *name,
+                          const char *reason) {
+    char dir[1200], to[1500];
+    snprintf(dir, sizeof dir, "%s/rejected", spool_dir);
+    snprintf(to, sizeof to, "%s/%s", dir, name);
+    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || rename(claimed, to) != 0) {
+        pa_log(PA_LOG_ERROR,
+               "%s rejected a profile (%s) and it cannot be moved to %s (%s); it "
+               "stays in the spool",
+               cfg.server, reason, dir, strerror(errno));
+        rename(claimed, path);
+        return;
+    }
+    stats.rejected++;
+    if (strcmp(reason, last_reason) != 0) {
+        snprintf(last_reason, sizeof last_reason, "%s", reason);
+        pa_log(PA_LOG_ERROR,
+               "%s rejected a profile (%s); it is kept in %s (%llu rejected so far; the same "
+               "reason is not repeated)",
+               cfg.server, reason, dir, (unsigned long long)stats.rejected);
+    }
+    bound_spool(dir);
 }
 
 /* The send lock; at exit (deadline > 0) only until the deadline, after asking a transfer in
@@ -582,33 +791,40 @@ void pa_send_flush(double deadline, int respect_backoff) {
     }
     size_t n;
     uint64_t bytes;
-    char **names = list_spool(&n, &bytes);
+    char **names = list_spool(spool_dir, &n, &bytes);
     pa_log(PA_LOG_DEBUG, "sending %zu spooled profile(s)%s", n, respect_backoff ? "" : " (final)");
     for (size_t i = 0; i < n; i++) {
+        /* The exit path wants the lock: it sends what is left. */
+        if (deadline <= 0 && atomic_load(&abort_before_ns))
+            break;
         if (deadline > 0 && mono() >= deadline) {
             pa_log(PA_LOG_DEBUG, "exit deadline reached; %zu profile(s) stay in the spool", n - i);
             break;
         }
-        char path[1400], claimed[1500], query[4200];
+        char path[1400], claimed[1500], reason[600];
+        char *query = NULL;
         snprintf(path, sizeof path, "%s/%s", spool_dir, names[i]);
         snprintf(claimed, sizeof claimed, "%s.sending-%d", path, (int)getpid());
         if (rename(path, claimed) != 0)
             continue; /* another process took it */
         pa_buf body = {0};
-        if (read_spool(claimed, query, sizeof query, &body) != 0) {
+        if (read_spool(claimed, &query, &body) != 0) {
             pa_log(PA_LOG_WARN, "spool file %s is unreadable; removed", path);
             unlink(claimed);
             pa_buf_free(&body);
             continue;
         }
-        int r = post(query, body.data ? body.data : "", body.len, deadline);
+        int r = post(query, body.data ? body.data : "", body.len, deadline, reason, sizeof reason);
+        free(query);
         pa_buf_free(&body);
-        if (r >= 0) {
+        if (r == POST_SENT) {
             unlink(claimed);
-            if (r == POST_SENT)
-                stats.sent++;
-            else
-                stats.rejected++;
+            stats.sent++;
+            failures = 0;
+            continue;
+        }
+        if (r == POST_REJECTED) {
+            keep_rejected(claimed, path, names[i], reason);
             failures = 0;
             continue;
         }
@@ -641,5 +857,8 @@ void pa_send_flush(double deadline, int respect_backoff) {
         break;
     }
     free_list(names, n);
+    if (!respect_backoff && stats.rejected)
+        pa_log(PA_LOG_WARN, "%llu profile(s) rejected by %s in this process; kept in %s/rejected",
+               (unsigned long long)stats.rejected, cfg.server, spool_dir);
     pthread_mutex_unlock(&send_lock);
 }

@@ -90,6 +90,20 @@ const char *pa_uploader_output_path(void) {
     return out_path;
 }
 
+/* Interns a frame name as valid UTF-8: names cut to fit a buffer (thread names, long
+ * qualnames) or read from the OS and from native symbols may hold invalid bytes, which make
+ * Grafana Pyroscope refuse the whole profile. Each such byte becomes U+FFFD, in the upload and
+ * the local file alike. */
+static uint32_t intern_utf8(const char *s, size_t n) {
+    if (pa_utf8_valid(s, n))
+        return pa_profile_intern(pending, s, n);
+    pa_buf fixed = {0};
+    pa_buf_utf8(&fixed, s, n);
+    uint32_t id = pa_profile_intern(pending, fixed.data, fixed.len);
+    pa_buf_free(&fixed);
+    return id;
+}
+
 /* "thread:NAME" with the characters that would break a folded line replaced. */
 static uint32_t thread_frame(uint32_t serial) {
     char name[80], frame[96];
@@ -100,7 +114,7 @@ static uint32_t thread_frame(uint32_t serial) {
         else if ((unsigned char)*s < 0x20 || *s == 0x7f)
             *s = '?';
     int n = snprintf(frame, sizeof frame, "thread:%s", name);
-    return pa_profile_intern(pending, frame, (size_t)n);
+    return intern_utf8(frame, (size_t)n < sizeof frame ? (size_t)n : sizeof frame - 1);
 }
 
 static uint32_t code_frame(const struct pa_frame *f) {
@@ -108,7 +122,7 @@ static uint32_t code_frame(const struct pa_frame *f) {
     int n;
     if (pa_native_is_native(f)) {
         n = pa_symbols_lookup(pa_native_ip(f), buf, sizeof buf);
-        return pa_profile_intern(pending, buf, n > 0 ? (size_t)n : 0);
+        return intern_utf8(buf, n > 0 ? (size_t)n : 0);
     }
     static const char *const synthetic[PA_SYN_FIRST_CODE] = {
         [PA_SYN_UNKNOWN] = "<unknown>",
@@ -129,7 +143,7 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = 0;
     if ((size_t)n >= sizeof buf)
         n = sizeof buf - 1;
-    return pa_profile_intern(pending, buf, (size_t)n);
+    return intern_utf8(buf, (size_t)n);
 }
 
 /* Interpreter internals between Python frames and the C functions they call: dropped. A

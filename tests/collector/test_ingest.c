@@ -73,6 +73,41 @@ static void pprof_upload_gzip_or_plain(void **state) {
     pa_profile_free(src);
 }
 
+/* The agent names pprof uploads "APP" (Pyroscope's service name) and says the mode in the
+ * sample types; the store files them as "APP.MODE", like folded uploads. A name that already
+ * ends in a mode (older agents) is kept. */
+static void pprof_upload_is_filed_by_its_mode(void **state) {
+    (void)state;
+    const struct {
+        const char *name, *mode, *app;
+    } cases[] = {{"app{env=prod}", "wall", "app.wall"},
+                 {"pkg.mod{}", "cpu", "pkg.mod.cpu"},
+                 {"app.cpu{}", "cpu", "app.cpu"},
+                 {"app.wall", "cpu", "app.wall"},
+                 {"app", "gil", "app.gil"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pa_profile *src = pa_profile_new();
+        const char *s1[] = {"main (app.py:3)", "work (app.py:9)"};
+        pa_profile_add_stack(src, s1, 2, 7);
+        pa_profile_set_meta(src, "rate", "100");
+        pa_profile_set_meta(src, "mode", cases[i].mode);
+        pa_buf b = {0};
+        pa_error err;
+        assert_int_equal(pa_pprof_encode(src, 1, &b, &err), 0);
+        struct pa_coll_ingest_request rq = req("");
+        rq.name = cases[i].name;
+        rq.format = "pprof";
+        rq.body = (const uint8_t *)b.data;
+        rq.body_len = b.len;
+        struct pa_coll_ingest_result res;
+        assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+        assert_string_equal(pa_coll_upload_of(&res, "pyagent").app, cases[i].app);
+        pa_coll_ingest_result_free(&res);
+        pa_buf_free(&b);
+        pa_profile_free(src);
+    }
+}
+
 static void content_encoding_gzip_folded(void **state) {
     (void)state;
     const char *text = "x;y 5\n";
@@ -154,6 +189,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(folded_upload_becomes_a_stored_profile),
         cmocka_unit_test(pprof_upload_gzip_or_plain),
+        cmocka_unit_test(pprof_upload_is_filed_by_its_mode),
         cmocka_unit_test(content_encoding_gzip_folded),
         cmocka_unit_test(bad_requests_get_their_status),
         cmocka_unit_test(long_lines_are_dropped_not_fatal),

@@ -21,6 +21,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badserver import BadServer  # noqa: E402
+from pyroscope import FakePyroscope  # noqa: E402
 from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -251,10 +252,158 @@ def test_exit_during_an_answered_upload(ctx):
         srv.stop()
 
 
-def test_rejected_uploads_are_reported(ctx):
+def test_rejected_uploads_are_kept(ctx):
+    """A 4xx never deletes a profile: each rejected upload is kept in the spool's rejected/
+    directory, the server's reason is logged once, and the count is reported."""
     srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="3")
     check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
-    check("rejected a profile (HTTP 413" in err, "no message about the rejection: %r" % err)
+    check(srv.requests >= 2, "only %d upload(s) tried" % srv.requests)
+    rejected = os.path.join(ctx.tmp, "spool-bad", "rejected")
+    kept = sorted(os.listdir(rejected)) if os.path.isdir(rejected) else []
+    check(len(kept) == srv.requests, "%d uploads rejected, %d kept in %s: %r" % (srv.requests, len(kept), rejected, kept))
+    total = 0
+    for name in kept:
+        with open(os.path.join(rejected, name), "rb") as f:
+            head, _, body = f.read().partition(b"\n")
+        check(head.startswith(b"pyagent-spool 1 name="), "%s is not a spool file: %r" % (name, head[:80]))
+        total += sum(folded_stacks(body.decode()).values())
+    local = sum(local_stacks(os.path.join(cwd, "local.folded")).values())
+    check(total == local, "rejected/ holds %d samples, the local file %d" % (total, local))
+    check(err.count("rejected a profile (HTTP 413: go away)") == 1, "the reason is not logged once: %r" % err)
+    check("%d profile(s) rejected" % srv.requests in err, "no count of rejected profiles: %r" % err)
+
+
+def pyroscope_run(ctx, app, seconds="3", fmt="pprof", extra=None, program="steady.py", server=None):
+    srv = server or FakePyroscope()
+    cwd = ctx.workdir()
+    try:
+        env = ctx.agent(srv.url(), app, fmt=fmt, extra=extra)
+        rc, out, err = finish(ctx.start([program, seconds], env, cwd))
+        check(rc == 0, "program failed: %s" % err[-3000:])
+        return srv, cwd, err
+    finally:
+        srv.stop()
+
+
+def accepted_only(srv, err):
+    check(not srv.rejected, "Pyroscope would refuse %d upload(s): %s\nagent said: %s"
+          % (len(srv.rejected), srv.rejected[:2], err[-2000:]))
+    check(srv.accepted, "nothing uploaded")
+
+
+def test_pyroscope_cpu_and_wall_pprof(ctx):
+    """pprof uploads in cpu and wall mode land in Pyroscope under service APP (not APP.cpu)
+    with __name__ process_cpu and wall, holding every sample of the local file."""
+    for mode, metric in (("cpu", "process_cpu"), ("wall", "wall")):
+        srv, cwd, err = pyroscope_run(ctx, "pyro", extra={"PYAGENT_MODE": mode})
+        accepted_only(srv, err)
+        for rec in srv.accepted:
+            check(rec["service"] == "pyro", "%s mode: filed under service %r" % (mode, rec["service"]))
+            check(set(rec["names"].values()) == {metric},
+                  "%s mode: filed as %s (sample types %s)" % (mode, rec["names"], rec["types"]))
+        got = sum(r["samples"] for r in srv.accepted)
+        want = sum(local_stacks(os.path.join(cwd, "local.folded")).values())
+        check(got == want, "%s mode: Pyroscope got %d samples, the local file holds %d" % (mode, got, want))
+
+
+def test_pyroscope_folded(ctx):
+    """Folded uploads carry no header line (Pyroscope's parser refuses it) and land under
+    service APP with __name__ process_cpu / wall, stack for stack as the local file."""
+    for mode, metric in (("cpu", "process_cpu"), ("wall", "wall")):
+        srv, cwd, err = pyroscope_run(ctx, "pyro", fmt="folded", extra={"PYAGENT_MODE": mode})
+        accepted_only(srv, err)
+        for rec in srv.accepted:
+            check(rec["service"] == "pyro" and rec["name"] == metric, "%s mode: filed as %s / %s" % (mode, rec["service"], rec["name"]))
+        got = {}
+        for rec in srv.accepted:
+            for k, v in rec["stacks"].items():
+                got[k] = got.get(k, 0) + v
+        same_stacks(got, local_stacks(os.path.join(cwd, "local.folded")), "%s mode at Pyroscope" % mode)
+
+
+HOSTILE_TAGS = ",".join(["service_name=shop", "pid=7", "env=a", "env=b", "9lives=x", "my.tag=dotted",
+                         "__secret=x", "pyroscope_spy=x", "bad=\udcff\udcfeok", "long=" + "v" * 3000]
+                        + ["t%02d=%d" % (i, i) for i in range(40)])
+
+
+def test_pyroscope_hostile_tags(ctx):
+    """Tags that break Pyroscope's label rules (a user tag named like one the agent adds, a
+    repeated name, a name starting with a digit or holding '.', reserved names, invalid UTF-8,
+    a value over 2048 bytes, 50 tags) are made to conform, each said on stderr; user tags win
+    over the agent's; Pyroscope and our collector accept every upload."""
+    for fmt in ("pprof", "folded"):
+        srv, cwd, err = pyroscope_run(ctx, "hostile", fmt=fmt, seconds="2", extra={"PYAGENT_TAGS": HOSTILE_TAGS})
+        accepted_only(srv, err)
+        for rec in srv.accepted:
+            ls = rec["labels"]
+            check(rec["service"] == "shop", "%s: user's service_name lost: %r" % (fmt, rec["service"]))
+            check(ls.get("pid") == "7", "%s: the user's pid tag did not win: %r" % (fmt, ls.get("pid")))
+            check(ls.get("env") == "a", "%s: repeated tag: %r" % (fmt, ls.get("env")))
+            check(ls.get("my_tag") == "dotted", "%s: my.tag: %r" % (fmt, ls))
+            check(ls.get("bad") == "\ufffd\ufffdok", "%s: invalid UTF-8 not replaced: %r" % (fmt, ls.get("bad")))
+            check(len(ls.get("long", "").encode()) == 2048, "%s: long value: %d bytes" % (fmt, len(ls.get("long", "").encode())))
+            check(ls.get("pyroscope_spy") == "pyagent", "%s: pyroscope_spy %r" % (fmt, ls.get("pyroscope_spy")))
+            check(len(ls) <= 30, "%s: %d labels" % (fmt, len(ls)))
+    for what in ('"pid"', '"env=b"', '"9lives=x"', '"my.tag"', '"__secret=x"', '"pyroscope_spy=x"', '"bad"',
+                 '"long"', '"t39=39"'):
+        check(what in err, "no warning naming %s: %s" % (what, err[-3000:]))
+    check(err.count('"pid"') == 1, "the pid clash is not reported once: %s" % err[-3000:])
+    # Our collector takes the same uploads.
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    try:
+        spool = os.path.join(ctx.tmp, "spool-hostile-col")
+        env = ctx.agent("http://127.0.0.1:%d" % col.port, "hostile", spool=spool, extra={"PYAGENT_TAGS": HOSTILE_TAGS})
+        rc, out, err = finish(ctx.start(["steady.py", "2"], env, cwd))
+        check(rc == 0, err)
+        check("rejected" not in err and not os.path.exists(os.path.join(spool, "rejected")),
+              "the collector refused an upload: %s" % err[-2000:])
+        same_stacks(col.stacks("hostile.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+    finally:
+        col.stop()
+
+
+def test_pyroscope_hostile_frame_names(ctx):
+    """Frame names cut in the middle of a UTF-8 character (a long thread name, a 1600-byte
+    qualname) and names with separators: every upload is valid UTF-8 (invalid bytes become
+    U+FFFD, visibly) and Pyroscope accepts it, with every sample; so does the local file."""
+    for fmt in ("pprof", "folded"):
+        srv, cwd, err = pyroscope_run(ctx, "names", fmt=fmt, seconds="2", program="hostile_names.py")
+        accepted_only(srv, err)
+        raw = open(os.path.join(cwd, "local.folded"), "rb").read()
+        check(valid_utf8(raw), "%s: the local file is not valid UTF-8" % fmt)
+        got = sum(r["samples"] for r in srv.accepted)
+        local = local_stacks(os.path.join(cwd, "local.folded"))
+        check(got == sum(local.values()), "%s: Pyroscope got %d samples, the local file %d" % (fmt, got, sum(local.values())))
+        check(any("\ufffd" in k for k in local), "%s: no cut name in the profile (the test shows nothing)" % fmt)
+
+
+def test_pyroscope_profile_over_its_limits_is_split(ctx):
+    """A profile of more unique stacks than Pyroscope takes in one (16,000) is sent in parts
+    that it accepts, holding every sample. It needs a high rate: where perf events are
+    forbidden (CPU timers, at most ~250 samples per CPU-second) the program cannot produce
+    that many stacks and only the acceptance is checked."""
+    extra = {"PYAGENT_RATE": "10000", "PYAGENT_UPLOAD_INTERVAL": "60", "PYAGENT_EXIT_TIMEOUT_MS": "20000",
+             "PYAGENT_LOG": "info"}
+    srv, cwd, err = pyroscope_run(ctx, "many", seconds="6", extra=extra, program="many_stacks.py")
+    accepted_only(srv, err)
+    local = local_stacks(os.path.join(cwd, "local.folded"))
+    got = sum(r["samples"] for r in srv.accepted)
+    check(got == sum(local.values()), "Pyroscope got %d samples, the local file %d" % (got, sum(local.values())))
+    if Profile(os.path.join(cwd, "local.folded")).meta.get("timer") != "perf-task-clock":
+        return
+    check(len(local) > 16000, "only %d unique stacks at 10 kHz: the split is not exercised" % len(local))
+    check(len(srv.accepted) >= 2 and all(len(r["stacks"]) <= 16000 for r in srv.accepted),
+          "%d stacks sent as %s" % (len(local), [len(r["stacks"]) for r in srv.accepted]))
+    check("sent in parts" in err, "the split is not said: %s" % err[-2000:])
+
+
+def valid_utf8(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def test_spool_resent_at_next_start(ctx):

@@ -163,6 +163,120 @@ static void pprof_round_trips_gzip_and_plain(void **state) {
     pa_profile_free(p);
 }
 
+/* Grafana Pyroscope files a pprof by its sample types: wall mode must say "wall" (else it is
+ * filed as process_cpu), and the mode reads back from the types. */
+static void pprof_sample_types_name_the_mode(void **state) {
+    (void)state;
+    const char *modes[] = {"cpu", "wall", "gil"};
+    for (int m = 0; m < 3; m++) {
+        pa_profile *p = pa_profile_new();
+        const char *s1[] = {"thread:Main", "main (app.py:3)"};
+        pa_profile_add_stack(p, s1, 2, 4);
+        pa_profile_set_meta(p, "rate", "100");
+        pa_profile_set_meta(p, "mode", modes[m]);
+        pa_buf b = {0};
+        pa_error err;
+        assert_int_equal(pa_pprof_encode(p, 0, &b, &err), 0);
+        char type[16];
+        int n = snprintf(type, sizeof type, "%c%c%s", 0x32, (int)strlen(modes[m]), modes[m]);
+        assert_non_null(memmem(b.data, b.len, type, (size_t)n)); /* string_table entry */
+        if (m != 0)
+            assert_null(memmem(b.data, b.len,
+                               "\x32\x03"
+                               "cpu",
+                               5));
+        pa_profile *q = pa_profile_new();
+        pa_parse_stats st;
+        assert_int_equal(pa_profile_parse_buffer(q, b.data, b.len, "pb", &st, &err), 0);
+        assert_non_null(pa_profile_meta(q, "mode"));
+        assert_string_equal(pa_profile_meta(q, "mode"), modes[m]);
+        assert_int_equal(pa_profile_total(q), 4);
+        pa_profile_free(q);
+        pa_buf_free(&b);
+        pa_profile_free(p);
+    }
+}
+
+/* Invalid UTF-8 becomes U+FFFD, counted; valid text passes unchanged. */
+static void utf8_is_repaired_visibly(void **state) {
+    (void)state;
+    const char ok[] = "caf\xc3\xa9 \xf0\x9f\x90\x8d";
+    assert_true(pa_utf8_valid(ok, strlen(ok)));
+    const char *bad[] = {"\xc3",
+                         "a\xff"
+                         "b",
+                         "\xed\xa0\x80", "\xc0\xaf", "\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_false(pa_utf8_valid(bad[i], strlen(bad[i])));
+        pa_buf b = {0};
+        assert_true(pa_buf_utf8(&b, bad[i], strlen(bad[i])) > 0);
+        assert_true(pa_utf8_valid(b.data, b.len));
+        assert_non_null(memmem(b.data, b.len, "\xef\xbf\xbd", 3));
+        pa_buf_free(&b);
+    }
+    pa_buf b = {0};
+    assert_int_equal(pa_buf_utf8(&b,
+                                 "a\xff"
+                                 "b",
+                                 3),
+                     1);
+    assert_int_equal(b.len, 5);
+    assert_memory_equal(b.data,
+                        "a\xef\xbf\xbd"
+                        "b",
+                        5);
+    pa_buf_free(&b);
+    b = (pa_buf){0};
+    assert_int_equal(pa_buf_utf8(&b, ok, strlen(ok)), 0);
+    assert_memory_equal(b.data, ok, strlen(ok));
+    pa_buf_free(&b);
+}
+
+/* A profile split into parts by its stacks: the parts add up to the whole, each holds only the
+ * frames its stacks use, and keeps the meta (an upload over a server's limits is sent so). */
+static void merge_stacks_splits_into_parts(void **state) {
+    (void)state;
+    pa_profile *p = pa_profile_new();
+    const char *s1[] = {"t", "a", "x"}, *s2[] = {"t", "b"}, *s3[] = {"t", "c", "y"};
+    pa_profile_add_stack(p, s1, 3, 1);
+    pa_profile_add_stack(p, s2, 2, 2);
+    pa_profile_add_stack(p, s3, 3, 4);
+    pa_profile_set_meta(p, "mode", "wall");
+    pa_profile *first = pa_profile_new(), *second = pa_profile_new(), *whole = pa_profile_new();
+    pa_profile_merge_stacks(first, p, 0, 2);
+    pa_profile_merge_stacks(second, p, 2, 2); /* only one is left */
+    assert_int_equal(pa_profile_total(first), 3);
+    assert_int_equal(pa_profile_total(second), 4);
+    assert_int_equal(pa_profile_frame_count(first), 4);  /* t a x b */
+    assert_int_equal(pa_profile_frame_count(second), 3); /* t c y */
+    assert_string_equal(pa_profile_meta(second, "mode"), "wall");
+    pa_profile_merge(whole, first);
+    pa_profile_merge(whole, second);
+    char *a = folded(p), *b = folded(whole);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    pa_profile_free(whole);
+    pa_profile_free(second);
+    pa_profile_free(first);
+    pa_profile_free(p);
+}
+
+/* Folded uploads carry no "# pyagent" header (Pyroscope's folded parser refuses it). */
+static void folded_stacks_have_no_header(void **state) {
+    (void)state;
+    pa_profile *p = pa_profile_new();
+    const char *s1[] = {"a", "b"};
+    pa_profile_add_stack(p, s1, 2, 3);
+    pa_profile_set_meta(p, "rate", "100");
+    pa_buf b = {0};
+    pa_profile_encode_folded_stacks(p, &b);
+    pa_buf_append(&b, "", 1);
+    assert_string_equal(b.data, "a;b 3\n");
+    pa_buf_free(&b);
+    pa_profile_free(p);
+}
+
 static void truncated_pprof_is_an_error(void **state) {
     (void)state;
     pa_parse_stats st;
@@ -300,6 +414,10 @@ int main(void) {
         cmocka_unit_test(gzip_input_is_detected_in_any_chunking),
         cmocka_unit_test(pprof_round_trips_gzip_and_plain),
         cmocka_unit_test(truncated_pprof_is_an_error),
+        cmocka_unit_test(pprof_sample_types_name_the_mode),
+        cmocka_unit_test(utf8_is_repaired_visibly),
+        cmocka_unit_test(folded_stacks_have_no_header),
+        cmocka_unit_test(merge_stacks_splits_into_parts),
         cmocka_unit_test(merge_adds_totals_and_filter_selects_stacks),
         cmocka_unit_test(transform_merges_lines_threads_and_scales),
         cmocka_unit_test(frames_are_classified),
