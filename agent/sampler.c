@@ -109,10 +109,6 @@ static void ctl_apply(struct thread_ctl *c) {
             else
                 pa_timer_resume(&c->timer);
         } while (b != atomic_load(&c->blocked));
-        /* Released meanwhile (disarm_timer stopped waiting for us): a perf event this resume
-         * made must not outlive it. */
-        if (!atomic_load(&c->armed))
-            pa_timer_pause(&c->timer);
     }
     atomic_fetch_sub(&c->users, 1);
 }
@@ -123,10 +119,15 @@ static int arm_timer(struct thread_rec *r) {
         return c ? 0 : -1;
     /* Wall mode too: a CPU-time timer samples the thread while it runs; the wall tick
      * thread counts its time off a CPU without signalling it (wall_tick). */
-    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg.rate, cfg.timer_want,
-                            !atomic_load(&c->blocked));
+    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg.rate, cfg.timer_want);
     if (kind == PA_TIMER_NONE)
         return -1;
+    if (!atomic_load(&c->blocked) && pa_timer_resume(&c->timer) != 0) {
+        int e = errno;
+        pa_timer_disarm(&c->timer);
+        errno = e;
+        return -1;
+    }
     atomic_store(&c->armed, 1);
     ctl_apply(c); /* the thread may have blocked SIGPROF meanwhile */
     atomic_fetch_or(&armed_kinds, 1u << kind);
@@ -415,6 +416,9 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         errno = saved_errno;
         return;
     }
+    /* Re-arm first, whatever happens next: a perf event left un-refreshed (while sampling is
+     * paused around a fork, say) would never signal again. */
+    pa_timer_rearm(si);
     if (!atomic_load_explicit(&running, memory_order_acquire)) {
         errno = saved_errno;
         return;
@@ -915,11 +919,9 @@ void pa_sampler_fork_prepare(void) {
     /* No handler of ours runs in the forking thread while fork copies the process. */
     was_running_at_fork = atomic_exchange(&running, 0);
     pthread_mutex_lock(&cpu_lock);
-    pa_timer_fork_prepare();
 }
 
 void pa_sampler_fork_parent(void) {
-    pa_timer_fork_done(0);
     pthread_mutex_unlock(&cpu_lock);
     atomic_store(&running, was_running_at_fork);
     pthread_mutex_unlock(&reg_lock);
@@ -927,7 +929,6 @@ void pa_sampler_fork_parent(void) {
 
 void pa_sampler_fork_child(void) {
     /* Timers are not inherited; only the forking thread exists. Start clean. */
-    pa_timer_fork_done(1);
     size_t keep = 0;
     pthread_t self = pthread_self();
     for (size_t i = 0; i < nrecs; i++) {
