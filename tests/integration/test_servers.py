@@ -1,8 +1,10 @@
 """Process pools and servers from Debian's packages, end to end, under libpyagent.so: every
 process that runs Python leaves its profile, and the CPU time the profiles show (samples /
-rate) matches the CPU time the processes used within 5%.
+rate) matches the CPU time the processes used within 5%; with --collector, every process
+also uploads to a real pyagent-collector, which must hold, per process (its `pid` label),
+exactly the samples of that process's local file.
 
-    python3 test_servers.py --python /usr/bin/python3.11 --lib libpyagent.so CASE
+    python3 test_servers.py --python /usr/bin/python3.11 --lib libpyagent.so [--collector EXE] CASE
     python3 test_servers.py --list
 
 Debian's servers run Debian's interpreter (/usr/bin/python3.11), so these cases run on it
@@ -19,9 +21,15 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import PROGRAMS, Context, Failure, Run, check, free_port, load, run_case  # noqa: E402
+from test_upload import Collector, folded_stacks  # noqa: E402
+
+APP = "servers"
 
 TICK = os.sysconf("SC_CLK_TCK")
 # 2 workers, 4 clients x 40 requests x 20 ms: about 1.6 s of CPU per worker.
@@ -72,6 +80,38 @@ class Watcher(threading.Thread):
             time.sleep(0.005)
 
 
+def upload_env(ctx, cwd):
+    """With a collector: every process uploads each second (and at its end) as APP; the spool
+    is the run's own, writable by the servers' unprivileged workers (Apache's www-data)."""
+    if not ctx.collector:
+        return {}
+    spool = os.path.join(cwd, "spool")
+    os.makedirs(spool, exist_ok=True)
+    os.chmod(spool, 0o777)
+    return {"PYAGENT_SERVER": "http://127.0.0.1:%d" % ctx.collector.port, "PYAGENT_APP_NAME": APP,
+            "PYAGENT_UPLOAD_INTERVAL": "1", "PYAGENT_SPOOL_DIR": spool,
+            "PYAGENT_OUTPUT": os.path.join(cwd, "pyagent.%p.folded")}
+
+
+def uploads_match(ctx, profs, what):
+    """The collector holds, for each process, as many samples as its local file."""
+    if not ctx.collector:
+        return
+    bad = []
+    for pid, p in sorted(profs.items()):
+        url = "http://127.0.0.1:%d/render?query=%s&from=0&until=now&format=folded" % (
+            ctx.collector.port, urllib.parse.quote('%s.cpu{pid="%d"}' % (APP, pid)))
+        try:
+            got = sum(folded_stacks(urllib.request.urlopen(url, timeout=60).read().decode()).values())
+        except urllib.error.HTTPError as e:
+            got = "HTTP %d" % e.code
+        if got != p.total():
+            bad.append("pid %d: local file %d samples, collector %s" % (pid, p.total(), got))
+    check(not bad, "%s: uploads differ from the local files:\n  %s\ncollector log: %s"
+          % (what, "\n  ".join(bad), open(ctx.collector.log, errors="replace").read()[-1500:]))
+    print("%s: the collector holds every process's samples (%d processes)" % (what, len(profs)))
+
+
 def serve(ctx, argv, port, cwd, env=None, drive=None):
     """Runs a server under the agent, loads it (HTTP on port, or drive(server)), stops it with
     SIGTERM; returns the CPU time of each process of its tree (/proc), of the whole tree
@@ -79,6 +119,7 @@ def serve(ctx, argv, port, cwd, env=None, drive=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
     e.update(LD_PRELOAD=ctx.lib, PYAGENT_RATE="250", PYAGENT_OUTPUT=os.path.join(cwd, "pyagent.%p.folded"),
              PYTHONDONTWRITEBYTECODE="1")
+    e.update(upload_env(ctx, cwd))
     e.update(env or {})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # A session of its own: Apache stops its children with a signal to its process group.
@@ -107,11 +148,11 @@ def serve(ctx, argv, port, cwd, env=None, drive=None):
     return w.cpu, tree, err
 
 
-def profiles_match(cwd, cpu, tree, what, python_pids=None, workers=None):
+def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
     """Every process in python_pids (default: every process of the tree) has a profile, with
     app_burn in those of the workers (default: the processes that used MEASURED s or more);
-    each process that used MEASURED s or more, and the whole tree, within 5% of its
-    samples / rate."""
+    each process that used MEASURED s or more, and the whole tree (unless tree is None), within
+    5% of its samples / rate."""
     profs = Run(0, "", "", cwd).profiles()
     python_pids = set(cpu) if python_pids is None else python_pids
     missing = python_pids - set(profs)
@@ -131,7 +172,8 @@ def profiles_match(cwd, cpu, tree, what, python_pids=None, workers=None):
                      % (pid, got, burn, cpu[pid], p.meta.get("timer")))
         if cpu[pid] >= MEASURED and abs(got - cpu[pid]) > 0.05 * cpu[pid]:
             bad.append(pid)
-    lines.append("tree: profiles %.3f s, rusage %.3f s" % (total, tree))
+    if tree is not None:
+        lines.append("tree: profiles %.3f s, rusage %.3f s" % (total, tree))
     report = "%s:\n  %s" % (what, "\n  ".join(lines))
     print(report)
     burning = workers if workers is not None else [pid for pid in profs if cpu[pid] >= MEASURED]
@@ -139,7 +181,9 @@ def profiles_match(cwd, cpu, tree, what, python_pids=None, workers=None):
     for pid in burning:
         check(profs[pid].total(has_frame("_burn")) > 0, "%s: no sample of *_burn in %d\n%s" % (what, pid, report))
     check(not bad, "%s: CPU of %s differs by more than 5%%\n%s" % (what, bad, report))
-    check(abs(total - tree) <= 0.05 * tree, "%s: whole tree differs by more than 5%%\n%s" % (what, report))
+    check(tree is None or abs(total - tree) <= 0.05 * tree,
+          "%s: whole tree differs by more than 5%%\n%s" % (what, report))
+    uploads_match(ctx, profs, what)
 
 
 def gunicorn_run(ctx, what, extra, module="wsgi_burn:application"):
@@ -148,7 +192,7 @@ def gunicorn_run(ctx, what, extra, module="wsgi_burn:application"):
     port, cwd = free_port(), ctx.workdir()
     cpu, tree, err = serve(ctx, [gunicorn, "--workers", "2", "--bind", "127.0.0.1:%d" % port,
                                  "--chdir", PROGRAMS] + extra + [module], port, cwd)
-    profiles_match(cwd, cpu, tree, what)
+    profiles_match(ctx, cwd, cpu, tree, what)
 
 
 def test_gunicorn_sync(ctx):
@@ -172,6 +216,32 @@ def test_gunicorn_uvicorn(ctx):
           "needs Debian's python3-uvicorn")
     gunicorn_run(ctx, "gunicorn uvicorn", ["--worker-class", "uvicorn.workers.UvicornWorker"],
                  module="asgi_burn:app")
+
+
+def uwsgi_serve(ctx, what, extra):
+    uwsgi = shutil.which("uwsgi")
+    check(uwsgi and os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"),
+          "needs Debian's uwsgi-core and uwsgi-plugin-python3")
+    port, cwd = free_port(), ctx.workdir()
+    cpu, tree, err = serve(ctx, [uwsgi, "--plugin", "python3", "--master", "--processes", "2",
+                                 "--http-socket", "127.0.0.1:%d" % port, "--die-on-term",
+                                 "--wsgi-file", os.path.join(PROGRAMS, "wsgi_burn.py")] + extra, port, cwd)
+    workers = {int(m) for m in re.findall(r"spawned uWSGI worker \d+ \(pid: (\d+)", err)}
+    check(len(workers) == 2 and workers <= set(cpu), "%s: workers %s not in the tree %s:\n%s"
+          % (what, sorted(workers), sorted(cpu), err[-2000:]))
+    profiles_match(ctx, cwd, cpu, tree, what, workers=workers)
+
+
+def test_uwsgi_prefork(ctx):
+    """uWSGI (--master --processes 2, python3 plugin: libpython loaded by dlopen after start):
+    the master, which loads the app, and both forked workers are profiled; CPU matches."""
+    uwsgi_serve(ctx, "uwsgi prefork", [])
+
+
+def test_uwsgi_lazy_apps_threads(ctx):
+    """uWSGI --lazy-apps --enable-threads: each worker loads the app itself, with Python
+    threads enabled."""
+    uwsgi_serve(ctx, "uwsgi lazy-apps threads", ["--lazy-apps", "--enable-threads"])
 
 
 APACHE_CONF = """\
@@ -231,10 +301,11 @@ def apache_run(ctx, what, mpm, daemon, measured=True):
     deaths = re.findall(r"child pid \d+ exit signal [^(]*\(\d+\)", log)
     check(not deaths, "%s: %s\n%s" % (what, deaths, log[-3000:]))
     if measured:
-        profiles_match(cwd, cpu, tree, what + "\n" + log[-3000:])
+        profiles_match(ctx, cwd, cpu, tree, what + "\n" + log[-3000:])
         return
     profs = Run(0, "", "", cwd).profiles()
     check(set(profs) == set(cpu), "%s: profiles %s, processes %s" % (what, sorted(profs), sorted(cpu)))
+    uploads_match(ctx, profs, what)
 
 
 def test_apache_embedded_prefork(ctx):
@@ -292,12 +363,13 @@ def test_celery_prefork(ctx):
     reported = {int(pid): float(t) for pid, t in (line.split() for line in open(done) if line.strip())}
     check(len(reported) == 2 and set(reported) <= set(cpu), "pool processes %s, tree %s" % (sorted(reported), sorted(cpu)))
     # The client is the test's child too: its CPU is not the worker's.
-    profiles_match(cwd, cpu, tree - sum(client_cpu), "celery prefork", workers=set(reported))
+    profiles_match(ctx, cwd, cpu, tree - sum(client_cpu), "celery prefork", workers=set(reported))
 
 
-def pool_run(ctx, method):
+def pool_run(ctx, method, kind="executor"):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = ctx.run(["pool_burn.py", method])
+    cwd = ctx.workdir()
+    r = ctx.run(["pool_burn.py", method, kind], env=upload_env(ctx, cwd), cwd=cwd)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     check(r.rc == 0, "%s: %s" % (method, r.err[-2000:]))
     lines = open(os.path.join(r.cwd, "pids.txt")).read().split("\n")
@@ -312,7 +384,12 @@ def pool_run(ctx, method):
     profs = r.profiles()
     for pid in profs:
         cpu.setdefault(pid, 0.0)
-    profiles_match(r.cwd, cpu, tree, "ProcessPoolExecutor " + method, python_pids=set(cpu))
+    # forkserver: the workers are the forkserver's children, and the forkserver outlives the
+    # program (it leaves when the program's end closes its pipe; nobody waits for it), so the
+    # tree's CPU is not in our rusage: each worker is checked against what it reported.
+    if method == "forkserver":
+        tree = None
+    profiles_match(ctx, r.cwd, cpu, tree, "%s %s" % (kind, method), python_pids=set(cpu))
 
 
 def test_process_pool_fork(ctx):
@@ -326,6 +403,23 @@ def test_process_pool_spawn(ctx):
     pool_run(ctx, "spawn")
 
 
+def test_mp_pool_fork(ctx):
+    """multiprocessing's `with Pool(2) as p: p.map(...)` (fork): leaving the block terminates
+    the workers with SIGTERM; their samples reach their profiles, each worker's CPU matches."""
+    pool_run(ctx, "fork", "pool")
+
+
+def test_mp_pool_spawn(ctx):
+    """`with Pool(2)` with spawn: fresh interpreters, terminated by SIGTERM at the end."""
+    pool_run(ctx, "spawn", "pool")
+
+
+def test_mp_pool_forkserver(ctx):
+    """`with Pool(2)` with forkserver: workers forked by the forkserver process (a Python
+    process of the tree with a profile of its own), terminated by SIGTERM at the end."""
+    pool_run(ctx, "forkserver", "pool")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 
 
@@ -333,13 +427,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python")
     ap.add_argument("--lib")
+    ap.add_argument("--collector", help="pyagent-collector: also check every process's uploads")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
     if a.list:
         print("\n".join(CASES))
         return 0
-    return run_case(CASES[a.case], Context(a.python, os.path.abspath(a.lib), None), "%s on %s" % (a.case, a.python))
+    ctx = Context(a.python, os.path.abspath(a.lib), None)
+    ctx.collector = None
+    if a.collector:
+        ctx.collector = Collector(a.collector, ctx.tmp, free_port())
+        try:
+            ctx.collector.start()
+        except Failure as e:
+            print("FAIL %s on %s: %s" % (a.case, a.python, e))
+            return 1
+    try:
+        return run_case(CASES[a.case], ctx, "%s on %s" % (a.case, a.python))
+    finally:
+        if ctx.collector:
+            ctx.collector.stop()
 
 
 if __name__ == "__main__":
