@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sched.h>
 #include <time.h>
@@ -464,13 +465,31 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
 
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     /* In a handler, the mask is the handler's: what libunwind (or the program's handler we
-     * chain to) does to it is undone by sigreturn and must not stop or start our timer. */
+     * chain to) does to it is undone by sigreturn and must not stop or start our timer.
+     *
+     * The handler is installed with SA_NODEFER and blocks SIGPROF itself only once
+     * pa_sample_mask says what the program's mask is; it sets the program's mask back before
+     * clearing pa_sample_mask. So a signal of the program's that comes in at any instruction
+     * of this handler (a kill() that was pending with our timer's signal, say) finds, in the
+     * mask or in pa_sample_mask, the program's mask and never our SIGPROF: the program's
+     * handler runs with the mask the kernel would have given it without us. A timer signal
+     * in the few instructions before the block is a sample of its own, as it should be. */
+    int saved = errno;
     const sigset_t *outer = pa_sample_mask;
+    const sigset_t *program = &((ucontext_t *)uc)->uc_sigmask;
     pa_handler_depth++;
-    pa_sample_mask = &((ucontext_t *)uc)->uc_sigmask;
+    pa_sample_mask = program;
+    sigset_t prof;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pa_real_pthread_sigmask(SIG_BLOCK, &prof, NULL);
+    errno = saved;
     take_sample(sig, si, uc);
+    saved = errno;
+    pa_real_pthread_sigmask(SIG_SETMASK, program, NULL);
     pa_sample_mask = outer;
     pa_handler_depth--;
+    errno = saved;
 }
 
 /* ---- wall mode: time off a CPU, counted from the tick thread (normal context) --------------- */
@@ -480,10 +499,14 @@ static _Atomic uint64_t n_off_cpu; /* samples counted by the tick thread */
 
 /* What thread tid waits in: the system call number (-1: running or runnable) and its first
  * argument, from /proc/self/task/TID/syscall. */
+static int tick_reads_proc;
+
 static void waiting_in(pid_t tid, struct pa_other_thread *o) {
     char buf[256];
     o->syscall_nr = -1;
     o->arg0 = 0;
+    if (!tick_reads_proc)
+        return; /* descriptors shared with the program: see tick_private_descriptors */
     read_task_file(tid, "syscall", buf, sizeof buf);
     char *end;
     long nr = strtol(buf, &end, 10);
@@ -551,8 +574,42 @@ int pa_sampler_program_gone(void) {
     return gone;
 }
 
+/* The tick thread's descriptors are its own: it opens /proc/self/task/TID/syscall for each
+ * waiting thread, hundreds of times a second, and each open() takes the lowest free number
+ * of the table it opens in. In the program's table that is a number the program has just
+ * closed and means to take back (close(0) then open() must give 0; dup2 onto it fails with
+ * EBUSY while our open() holds it; our close() then closes the program's new descriptor).
+ * unshare(CLONE_FILES) gives this thread a private copy of the table, which it empties at
+ * once, so that no file of the program's is kept open by the copy (a pipe's reader would
+ * never see EOF). Refused (a seccomp filter, as Docker's default one without
+ * CAP_SYS_ADMIN), wall mode does without /proc: waiting threads are then counted without
+ * their <idle> or <waiting for the GIL> leaf, and the log says so once. */
+static void tick_private_descriptors(void) {
+    if (unshare(CLONE_FILES) != 0) {
+        pa_log(PA_LOG_WARN,
+               "wall mode: cannot give the tick thread descriptors of its own (%s); "
+               "waiting threads are counted without <idle> or <waiting for the "
+               "GIL>",
+               strerror(errno));
+        return;
+    }
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+#endif
+    {
+        struct rlimit lim;
+        long top = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 1048576
+                       ? (long)lim.rlim_cur
+                       : 1048576;
+        for (long fd = 0; fd < top; fd++)
+            close((int)fd);
+    }
+    tick_reads_proc = 1;
+}
+
 static void *tick_main(void *arg) {
     (void)arg;
+    tick_private_descriptors();
     /* The guarded reads need SIGSEGV and SIGBUS (synchronous: only this thread's faults). */
     sigset_t faults;
     sigemptyset(&faults);
@@ -714,8 +771,9 @@ int pa_sampler_start(char *err, size_t errlen) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_sigprof;
-        /* SA_RESTART: interrupted system calls resume, as Python expects of SIGPROF. */
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        /* SA_RESTART: interrupted system calls resume, as Python expects of SIGPROF.
+         * SA_NODEFER: on_sigprof blocks SIGPROF itself (see there). */
+        sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
         sigemptyset(&sa.sa_mask);
         if (pa_real_sigaction(SIGPROF, &sa, &app_prof) != 0) {
             snprintf(err, errlen, "cannot install the SIGPROF handler: %s", strerror(errno));
