@@ -10,7 +10,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "../shim/realfns.h"
+#include "../base/realfns.h"
 
 __thread int pa_handler_depth __attribute__((tls_model("initial-exec")));
 __thread const sigset_t *pa_sample_mask __attribute__((tls_model("initial-exec")));

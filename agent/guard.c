@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../shim/realfns.h"
+#include "../base/realfns.h"
 #include "chain.h"
 
 __thread sigjmp_buf *pa_guard_env __attribute__((tls_model("initial-exec")));

@@ -86,24 +86,22 @@ static const struct pa_layout *layout_for(unsigned minor) {
 }
 
 /* Applies the live _Py_DebugOffsets over the table row. Returns 0, or -1 with err set. */
-static int apply_debug_offsets(struct pa_python *py, char *err, size_t errlen) {
+static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     const uint64_t *d = (const uint64_t *)py->runtime;
     struct pa_layout *l = &py->layout;
     if (memcmp(d, "xdebugpy", 8) != 0) {
-        snprintf(err, errlen, "Python %s has no _Py_DebugOffsets cookie; layout unknown",
-                 py->version);
+        pa_fail(err, "Python %s has no _Py_DebugOffsets cookie; layout unknown", py->version);
         return -1;
     }
     uint64_t hex = d[l->dbg.version];
     if (((hex >> 24) & 0xff) != py->major || ((hex >> 16) & 0xff) != py->minor) {
-        snprintf(err, errlen, "Python %s: _Py_DebugOffsets says version %#llx; layout unknown",
-                 py->version, (unsigned long long)hex);
+        pa_fail(err, "Python %s: _Py_DebugOffsets says version %#llx; layout unknown", py->version,
+                (unsigned long long)hex);
         return -1;
     }
     if (d[l->dbg.free_threaded]) {
-        snprintf(err, errlen,
-                 "Python %s is a free-threaded build, which pyagent does not support yet",
-                 py->version);
+        pa_fail(err, "Python %s is a free-threaded build, which pyagent does not support yet",
+                py->version);
         return -1;
     }
 #define TAKE(field) l->field = (unsigned)d[l->dbg.field]
@@ -138,19 +136,19 @@ static int apply_debug_offsets(struct pa_python *py, char *err, size_t errlen) {
     return 0;
 }
 
-int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
+int pa_py_detect(struct pa_python *py, pa_error *err) {
     memset(py, 0, sizeof *py);
     const char *(*get_version)(void) = (const char *(*)(void))sym("Py_GetVersion");
     void *runtime = sym("_PyRuntime");
     if (!get_version) {
-        snprintf(err, errlen, "this process is not CPython");
+        pa_fail(err, "this process is not CPython");
         return -1;
     }
     /* Py_GetVersion only formats constants: safe before initialization. */
     const char *v = get_version();
     unsigned micro = 0;
     if (sscanf(v, "%u.%u.%u", &py->major, &py->minor, &micro) < 2) {
-        snprintf(err, errlen, "cannot read the Python version from \"%.40s\"", v);
+        pa_fail(err, "cannot read the Python version from \"%.40s\"", v);
         return -1;
     }
     size_t n = strcspn(v, " ");
@@ -159,17 +157,16 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
     memcpy(py->version, v, n);
     py->version[n] = 0;
     if (py->major != 3 || py->minor < 8) {
-        snprintf(err, errlen, "Python %s is older than 3.8, which pyagent does not support",
-                 py->version);
+        pa_fail(err, "Python %s is older than 3.8, which pyagent does not support", py->version);
         return -1;
     }
     if (!runtime) {
-        snprintf(err, errlen, "Python %s does not export _PyRuntime; layout unknown", py->version);
+        pa_fail(err, "Python %s does not export _PyRuntime; layout unknown", py->version);
         return -1;
     }
     const struct pa_layout *l = layout_for(py->minor);
     if (!l) {
-        snprintf(err, errlen, "Python %s is newer than pyagent knows (3.8 to 3.15)", py->version);
+        pa_fail(err, "Python %s is newer than pyagent knows (3.8 to 3.15)", py->version);
         return -1;
     }
     py->layout = *l;
@@ -178,19 +175,18 @@ int pa_py_detect(struct pa_python *py, char *err, size_t errlen) {
     py->unicode_type = (uintptr_t)sym("PyUnicode_Type");
     py->bytes_type = (uintptr_t)sym("PyBytes_Type");
     if (!py->code_type || !py->unicode_type || !py->bytes_type) {
-        snprintf(err, errlen, "Python %s does not export its type objects", py->version);
+        pa_fail(err, "Python %s does not export its type objects", py->version);
         return -1;
     }
     Dl_info info;
     py->libpython_shared =
         dladdr(runtime, &info) && info.dli_fname && strstr(info.dli_fname, "libpython") != NULL;
     if (py->minor >= 13)
-        return apply_debug_offsets(py, err, errlen);
+        return apply_debug_offsets(py, err);
     /* Before 3.13 there are no published offsets; the layout also changes in debug builds
      * (Py_DEBUG adds fields), which only those versions' exported ref-count total reveals. */
     if (sym("_Py_RefTotal") || sym("_Py_GetGlobalRefTotal")) {
-        snprintf(err, errlen, "Python %s is a debug build, whose layout pyagent does not know",
-                 py->version);
+        pa_fail(err, "Python %s is a debug build, whose layout pyagent does not know", py->version);
         return -1;
     }
     return 0;
@@ -259,21 +255,19 @@ bad:
     return step;
 }
 
-static void verify_message(const struct pa_python *py, int step, char *err, size_t errlen) {
+static void verify_message(const struct pa_python *py, int step, pa_error *err) {
     if (step < 0)
-        snprintf(err, errlen,
-                 "Python %s: reading its thread list faulted (step %d); layout unknown",
-                 py->version, -1 - step);
+        pa_fail(err, "Python %s: reading its thread list faulted (step %d); layout unknown",
+                py->version, -1 - step);
     else
-        snprintf(err, errlen,
-                 "Python %s: its thread list does not match the expected layout (step %d)",
-                 py->version, step);
+        pa_fail(err, "Python %s: its thread list does not match the expected layout (step %d)",
+                py->version, step);
 }
 
-int pa_py_verify(const struct pa_python *py, char *err, size_t errlen) {
+int pa_py_verify(const struct pa_python *py, pa_error *err) {
     int step = check_layout(py);
     if (step != 0)
-        verify_message(py, step, err, errlen);
+        verify_message(py, step, err);
     return step != 0 ? -1 : 0;
 }
 
@@ -320,9 +314,9 @@ void pa_py_forget(void) {
     atomic_fetch_add(&py_generation, 1);
 }
 
-int pa_py_verdict(const struct pa_python *py, char *err, size_t errlen) {
+int pa_py_verdict(const struct pa_python *py, pa_error *err) {
     if (atomic_load(&verdict) >= 0)
         return 0;
-    verify_message(py, atomic_load(&last_step), err, errlen);
+    verify_message(py, atomic_load(&last_step), err);
     return -1;
 }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/error.h"
+
 enum pa_py_frames {
     PA_PYFRAME_OBJECT = 1,   /* 3.8-3.10: PyFrameObject chain through f_back, f_lasti */
     PA_PYFRAME_INTERP = 2,   /* 3.11-3.12: _PyInterpreterFrame via cframe, prev_instr */
@@ -85,11 +87,11 @@ unsigned pa_py_generation(void);
 
 /* Detects version and build and picks the layout. Returns 0, or -1 with a message for the
  * user in err (unsupported version, free-threaded build, unknown layout). */
-int pa_py_detect(struct pa_python *py, char *err, size_t errlen);
+int pa_py_detect(struct pa_python *py, pa_error *err);
 
 /* After initialization: checks the layout against the live interpreter (interpreter list,
  * main thread state, TSS key). Returns 0 or -1 with a message. */
-int pa_py_verify(const struct pa_python *py, char *err, size_t errlen);
+int pa_py_verify(const struct pa_python *py, pa_error *err);
 
 /* Py_IsInitialized() and "finalization has begun", read without calling into Python. The
  * first call of pa_py_initialized (normal context) looks the function up. */
@@ -103,6 +105,6 @@ int pa_py_finalizing(const struct pa_python *py);
  * for it. pa_py_initialized must have been called once before. */
 int pa_py_ready(const struct pa_python *py);
 /* Normal context: -1 with the message for the user when the layout was found wrong. */
-int pa_py_verdict(const struct pa_python *py, char *err, size_t errlen);
+int pa_py_verdict(const struct pa_python *py, pa_error *err);
 
 #endif

@@ -1,8 +1,10 @@
-/* sampler.h: timers, the SIGPROF handler, and the registry of threads.
+/* sampler.h: what agent/ offers the layers above it (uploader/, shim/): sampling's control,
+ * the thread registry, the stack tables and the statistics.
  *
- * Every thread of the program gets its own CPU-time timer (timer_create on the thread's CPU
- * clock, delivered to that very thread with SIGEV_THREAD_ID), so a sample always lands on the
- * thread that spent the time and the handler walks its own stack. */
+ * Every thread of the program gets its own CPU-time timer delivered to that very thread, so a
+ * sample always lands on the thread that spent the time and the handler walks its own stack.
+ * Implemented by registry.c (normal context), timerctl.c (a thread's own timer control, signal
+ * side) and wall.c; the handler itself is handler.c. */
 #ifndef PA_SAMPLER_H
 #define PA_SAMPLER_H
 
@@ -11,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../base/error.h"
 #include "pyversions.h"
 #include "table.h"
 
@@ -46,7 +49,7 @@ void pa_sampler_set_native(int on);
 /* Normal context, while the interpreter is gone (pa_py_gone): the one loaded again. */
 void pa_sampler_set_python(const struct pa_python *py);
 /* Installs the handler and arms a timer on every registered thread. */
-int pa_sampler_start(char *err, size_t errlen);
+int pa_sampler_start(pa_error *err);
 /* Arms the calling thread's timer whatever the mode (wall mode included, before the thread
  * has a Python thread state): the main thread, when sampling starts in the constructor. */
 void pa_sampler_arm_self(void);
@@ -67,10 +70,8 @@ void pa_sampler_thread_begin(void);
 
 struct pa_tables *pa_sampler_tables(void);
 void pa_sampler_get_stats(struct pa_sampler_stats *st);
-/* Called by each agent thread when it begins and before it ends: its CPU time is the agent's,
- * not the program's (pa_sampler_stats.cpu_ns). */
-void pa_sampler_agent_thread_begin(void);
-void pa_sampler_agent_thread_end(void);
+/* The timer kind the configuration asks for (enum pa_timer_want). */
+int pa_sampler_timer_want(void);
 
 /* Thread registry as the writer of profiles needs it. */
 struct pa_thread_info {

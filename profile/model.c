@@ -352,7 +352,7 @@ static int compile(regex_t *re, const char *pattern, pa_error *err) {
     if (rc != 0) {
         char msg[256];
         regerror(rc, re, msg, sizeof msg);
-        pa_set_error(err, "bad regular expression '%s': %s", pattern, msg);
+        pa_fail(err, "bad regular expression '%s': %s", pattern, msg);
         return -1;
     }
     return 0;

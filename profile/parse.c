@@ -16,15 +16,6 @@
 #include <string.h>
 #include <zlib.h>
 
-void pa_set_error(pa_error *err, const char *fmt, ...) {
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-}
-
 const char *pa_format_name(pa_format f) {
     switch (f) {
     case PA_FORMAT_PYAGENT:
@@ -402,7 +393,7 @@ static int gunzip_feed(pa_parser *ps, const unsigned char *data, size_t len, pa_
     }
     return 0;
 bad:
-    pa_set_error(err, "%s: corrupt gzip data: %s", ps->name, ps->zs.msg ? ps->zs.msg : "inflate");
+    pa_fail(err, "%s: corrupt gzip data: %s", ps->name, ps->zs.msg ? ps->zs.msg : "inflate");
     ps->failed = 1;
     return -1;
 }
@@ -425,7 +416,7 @@ int pa_parser_feed(pa_parser *ps, const void *data, size_t len, pa_error *err) {
         ps->st.gzip = ps->gzip;
         if (ps->gzip) {
             if (inflateInit2(&ps->zs, 15 + 32) != Z_OK) {
-                pa_set_error(err, "%s: cannot initialise zlib", ps->name);
+                pa_fail(err, "%s: cannot initialise zlib", ps->name);
                 ps->failed = 1;
                 return -1;
             }
@@ -447,13 +438,13 @@ int pa_parser_finish(pa_parser *ps, pa_parse_stats *stats, pa_error *err) {
     if (ps->failed)
         return -1;
     if (ps->bytes_in == 0) {
-        pa_set_error(err, "%s: empty input", ps->name);
+        pa_fail(err, "%s: empty input", ps->name);
         return -1;
     }
     if (!ps->gz_decided && ps->nhead)
         plain_feed(ps, (const char *)ps->head, (size_t)ps->nhead);
     if (ps->gzip && !ps->gz_done) {
-        pa_set_error(err, "%s: truncated gzip data", ps->name);
+        pa_fail(err, "%s: truncated gzip data", ps->name);
         return -1;
     }
     if (ps->mode == MODE_SNIFF) {
@@ -464,7 +455,7 @@ int pa_parser_finish(pa_parser *ps, pa_parse_stats *stats, pa_error *err) {
         ps->st.format = PA_FORMAT_PPROF;
         pa_error perr;
         if (pa_pprof_decode(ps->p, ps->pending.data, ps->pending.len, &ps->st, &perr) != 0) {
-            pa_set_error(err, "%s: %s", ps->name, perr.msg);
+            pa_fail(err, "%s: %s", ps->name, perr.msg);
             rc = -1;
         }
     } else {
@@ -474,14 +465,14 @@ int pa_parser_finish(pa_parser *ps, pa_parse_stats *stats, pa_error *err) {
         }
         if (ps->st.stacks == 0) {
             if (ps->st.bad_lines)
-                pa_set_error(err,
+                pa_fail(err,
                              "%s: no valid stack in %llu lines (%llu malformed, first at line "
                              "%llu: expected 'frame;frame;... COUNT')",
                              ps->name, (unsigned long long)ps->st.lines,
                              (unsigned long long)ps->st.bad_lines,
                              (unsigned long long)ps->st.first_bad_line);
             else
-                pa_set_error(err, "%s: no samples in input", ps->name);
+                pa_fail(err, "%s: no samples in input", ps->name);
             rc = -1;
         }
     }
@@ -516,7 +507,7 @@ int pa_profile_parse_stream(pa_profile *p, FILE *f, const char *name, pa_parse_s
         }
         if (n < CHUNK) {
             if (ferror(f)) {
-                pa_set_error(err, "%s: read error: %s", name, strerror(errno));
+                pa_fail(err, "%s: read error: %s", name, strerror(errno));
                 rc = -1;
             }
             break;
@@ -534,7 +525,7 @@ int pa_profile_parse_file(pa_profile *p, const char *path, pa_parse_stats *stats
         return pa_profile_parse_stream(p, stdin, "<stdin>", stats, err);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        pa_set_error(err, "cannot open %s: %s", path, strerror(errno));
+        pa_fail(err, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     int rc = pa_profile_parse_stream(p, f, path, stats, err);

@@ -165,7 +165,7 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         z_stream zs;
         memset(&zs, 0, sizeof zs);
         if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-            pa_set_error(err, "cannot initialise zlib");
+            pa_fail(err, "cannot initialise zlib");
             pa_buf_free(&msg);
             return -1;
         }
@@ -176,7 +176,7 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         zs.next_out = (unsigned char *)out->data + out->len;
         zs.avail_out = (uInt)bound;
         if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
-            pa_set_error(err, "gzip compression failed");
+            pa_fail(err, "gzip compression failed");
             rc = -1;
         } else {
             out->len += bound - zs.avail_out;
@@ -368,7 +368,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
     if (r.bad)
         goto malformed;
     if (nstr == 0 || strs[0].len != 0) {
-        pa_set_error(err, "malformed pprof: the string table must start with \"\"");
+        pa_fail(err, "malformed pprof: the string table must start with \"\"");
         goto out;
     }
     if (nfunc)
@@ -491,13 +491,13 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         pa_profile_set_meta(p, "start", buf);
     }
     if (stats->stacks == 0) {
-        pa_set_error(err, "pprof profile has no samples");
+        pa_fail(err, "pprof profile has no samples");
         goto out;
     }
     rc = 0;
     goto out;
 malformed:
-    pa_set_error(err, "malformed pprof data (truncated or not a profile.proto message)");
+    pa_fail(err, "malformed pprof data (truncated or not a profile.proto message)");
 out:
     free(strs);
     free(funcs);

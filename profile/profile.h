@@ -16,16 +16,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../base/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct pa_profile pa_profile;
 
-/* A message a user can act on, filled by failing functions. */
-typedef struct pa_error {
-    char msg[512];
-} pa_error;
 
 /* A growable byte buffer; zero-initialise it, release it with pa_buf_free. */
 typedef struct pa_buf {

@@ -10,7 +10,6 @@
 void *pa_xrealloc(void *p, size_t n); /* aborts on out-of-memory */
 char *pa_xstrndup(const char *s, size_t n);
 uint64_t pa_hash_bytes(const void *data, size_t n);
-void pa_set_error(pa_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The text dialects' line parser, used by parse.c and the fuzz targets. */
 int pa_parse_text_line(pa_profile *p, const char *line, size_t len, pa_format *format);

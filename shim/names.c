@@ -13,8 +13,9 @@
 
 #include "../agent/pyversions.h"
 #include "../agent/sampler.h"
-#include "log.h"
-#include "realfns.h"
+#include "../base/log.h"
+#include "../base/realfns.h"
+#include "../base/threads.h"
 
 typedef void PyObject;
 static struct {
@@ -154,7 +155,7 @@ int pa_names_start(void) {
         return -1;
     }
     api_generation = pa_py_generation();
-    if (pa_spawn_agent_thread(namer_main) != 0)
+    if (pa_agent_thread_spawn(namer_main) != 0)
         return -1;
     started = 1;
     pa_names_wake();

@@ -31,12 +31,15 @@
 #include "../agent/native.h"
 #include "../agent/pyversions.h"
 #include "../agent/sampler.h"
+#include "../base/clock.h"
+#include "../base/config.h"
+#include "../base/log.h"
+#include "../base/realfns.h"
+#include "../base/threads.h"
 #include "../uploader/symbols.h"
 #include "../uploader/uploader.h"
-#include "config.h"
-#include "log.h"
 #include "names.h"
-#include "realfns.h"
+#include "shim.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
 
@@ -58,26 +61,8 @@ static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the C library's own functions --------------------------------------------------------- */
 
-static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-static void (*real__exit)(int);
-static void (*real__Exit)(int);
-
 static void *next_sym(const char *name) {
     return dlsym(RTLD_NEXT, name);
-}
-
-int pa_real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-                           void *arg) {
-    if (!real_pthread_create)
-        *(void **)&real_pthread_create = next_sym("pthread_create");
-    return real_pthread_create(t, attr, fn, arg);
-}
-
-void pa_real_exit(int status) {
-    if (!real__exit)
-        *(void **)&real__exit = next_sym("_exit");
-    real__exit(status);
-    __builtin_unreachable(); /* the C library's _exit does not return */
 }
 
 /* Is the agent on in this very process? Not in a vfork child, which shares our memory. */
@@ -114,11 +99,11 @@ static double mono_now(void) {
  * and exit never wait long for it. Returns -1 when there is nothing to write: the first
  * handlers found the interpreter's layout wrong (said once, and sampling stops). */
 static int save(int final) {
-    char err[256];
-    if (pa_py_verdict(&py, err, sizeof err) != 0) {
+    pa_error err;
+    if (pa_py_verdict(&py, &err) != 0) {
         pa_sampler_stop();
         if (atomic_exchange(&active, 0))
-            pa_log(PA_LOG_ERROR, "%s; not profiling", err);
+            pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         return -1;
     }
     pthread_mutex_lock(&flush_lock);
@@ -184,40 +169,6 @@ static void *agent_main(void *arg) {
     return NULL;
 }
 
-struct agent_start {
-    void *(*fn)(void *);
-};
-
-/* Every agent thread runs through here, so that its CPU time is known to be the agent's. */
-static void *agent_thread_main(void *arg) {
-    struct agent_start start = *(struct agent_start *)arg;
-    free(arg);
-    pa_sampler_agent_thread_begin();
-    void *r = start.fn(NULL);
-    pa_sampler_agent_thread_end();
-    return r;
-}
-
-int pa_spawn_agent_thread(void *(*fn)(void *)) {
-    struct agent_start *start = malloc(sizeof *start);
-    if (!start)
-        return -1;
-    start->fn = fn;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigset_t all, old;
-    sigfillset(&all);
-    pa_real_pthread_sigmask(SIG_SETMASK, &all, &old);
-    int r = pa_real_pthread_create(&t, &attr, agent_thread_main, start);
-    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (r != 0)
-        free(start);
-    return r;
-}
-
 /* The agent thread, once per process, when it is needed: uploads, or a program with threads
  * of its own (the local file is then refreshed every interval, and wall mode's timers follow
  * the threads that run Python). A single-threaded program writing a local file has none. */
@@ -225,7 +176,7 @@ static void need_agent_thread(void) {
     if (atomic_exchange(&agent_started, 1))
         return;
     ctl_stop = 0;
-    if (pa_spawn_agent_thread(agent_main) != 0)
+    if (pa_agent_thread_spawn(agent_main) != 0)
         pa_log(PA_LOG_WARN, "cannot start the agent thread; the profile is written at exit only");
 }
 
@@ -241,9 +192,9 @@ static void on_program_thread(void) {
 /* Starts sampling from the calling thread, in normal context, with no thread of ours:
  * the constructor (the main thread), or a forked child's atfork handler. */
 static int start_sampling(void) {
-    char err[256];
-    if (pa_sampler_start(err, sizeof err) != 0) {
-        pa_log(PA_LOG_ERROR, "%s; not profiling", err);
+    pa_error err;
+    if (pa_sampler_start(&err) != 0) {
+        pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         atomic_store(&active, 0);
         return -1;
     }
@@ -417,12 +368,13 @@ static _Atomic int agent_tried; /* start_agent ran (it runs once) */
 static void start_agent(void) {
     if (atomic_exchange(&agent_tried, 1))
         return;
+    pa_real_init(); /* before any handler of ours exists (base/realfns.h) */
     pa_config_read(&cfg);
     if (!cfg.enabled)
         return;
-    char err[256];
-    if (pa_py_detect(&py, err, sizeof err) != 0) {
-        pa_log(PA_LOG_ERROR, "%s; not profiling", err);
+    pa_error err;
+    if (pa_py_detect(&py, &err) != 0) {
+        pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         return;
     }
     struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want, cfg.mode, cfg.native};
@@ -510,10 +462,10 @@ static _Atomic int unloaded; /* that libpython was unloaded: follow the next one
 /* A libpython loaded again after it was unloaded (Apache: see dlclose), most likely at
  * another address: detected afresh; sampling of Python resumes when it is initialized. */
 static void follow_again(void) {
-    char err[256];
+    pa_error err;
     struct pa_python again;
-    if (pa_py_detect(&again, err, sizeof err) != 0) {
-        pa_log(PA_LOG_ERROR, "%s; not profiling Python any more", err);
+    if (pa_py_detect(&again, &err) != 0) {
+        pa_log(PA_LOG_ERROR, "%s; not profiling Python any more", err.msg);
         return; /* stays gone: the handler reads nothing */
     }
     py = again;
@@ -593,8 +545,5 @@ PA_EXPORT void _exit(int status) {
 PA_EXPORT void _Exit(int status) {
     if (!pa_handler_depth)
         final_flush();
-    if (!real__Exit)
-        *(void **)&real__Exit = next_sym("_Exit");
-    real__Exit(status);
-    __builtin_unreachable();
+    pa_real_exit(status); /* the C library's _Exit is its _exit */
 }

@@ -30,19 +30,10 @@
 #include "../agent/chain.h"
 #include "../agent/guard.h"
 #include "../agent/sampler.h"
-#include "realfns.h"
+#include "../base/realfns.h"
+#include "shim.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
-
-int pa_shim_owner(void);
-/* shim.c: writes what was sampled before the image is replaced. */
-void pa_shim_before_exec(void);
-/* shim.c: the final flush (exit's), from the death handler at a safe point. */
-void pa_shim_death_flush(void);
-/* shim.c: the thread running exit's final flush (0: none), and the signal to die of once it
- * is done. */
-pid_t pa_shim_exit_flusher(void);
-void pa_shim_die_after_flush(int sig);
 
 static void *next_sym(const char *name) {
     return dlsym(RTLD_NEXT, name);
@@ -51,18 +42,7 @@ static void *next_sym(const char *name) {
 #define REAL(name)                                                                                 \
     (real_##name ? real_##name : (*(void **)&real_##name = next_sym(#name), real_##name))
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static __sighandler_t (*real_signal)(int, __sighandler_t);
-static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
-static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
-
-int pa_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    return REAL(sigaction)(sig, act, old);
-}
-
-int pa_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old) {
-    return REAL(pthread_sigmask)(how, set, old);
-}
 
 /* ---- handlers the program installs --------------------------------------------------------- */
 
@@ -434,28 +414,35 @@ void pa_signals_fork_child(void) {
 
 /* ---- the signal mask ------------------------------------------------------------------------ */
 
-static int mask_call(int (*real)(int, const sigset_t *, sigset_t *), int how, const sigset_t *set,
-                     sigset_t *old) {
+/* pthread_sigmask returns an error number, sigprocmask -1 with errno: the same system call
+ * (base/realfns.c, async-signal-safe as both must be) behind either contract. */
+static int mask_call(int posix_errno, int how, const sigset_t *set, sigset_t *old) {
+    int r;
     /* Inside a signal handler the mask is temporary: sigreturn restores it behind our back. */
-    if (pa_handler_depth || !pa_shim_owner())
-        return real(how, set, old);
-    /* Stop our timer before SIGPROF is blocked: a signal generated after could only wait,
-     * pending, for a sigwait to take it. */
-    if (set && how != SIG_UNBLOCK && sigismember(set, SIGPROF) == 1)
-        pa_sampler_mask_will_block();
-    int r = real(how, set, old);
-    int e = errno;
-    pa_sampler_mask_changed();
-    errno = e;
-    return r;
+    if (pa_handler_depth || !pa_shim_owner()) {
+        r = pa_real_pthread_sigmask(how, set, old);
+    } else {
+        /* Stop our timer before SIGPROF is blocked: a signal generated after could only
+         * wait, pending, for a sigwait to take it. */
+        if (set && how != SIG_UNBLOCK && sigismember(set, SIGPROF) == 1)
+            pa_sampler_mask_will_block();
+        r = pa_real_pthread_sigmask(how, set, old);
+        int e = errno;
+        pa_sampler_mask_changed();
+        errno = e;
+    }
+    if (posix_errno || r == 0)
+        return r;
+    errno = r;
+    return -1;
 }
 
 PA_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old) {
-    return mask_call(REAL(pthread_sigmask), how, set, old);
+    return mask_call(1, how, set, old);
 }
 
 PA_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old) {
-    return mask_call(REAL(sigprocmask), how, set, old);
+    return mask_call(0, how, set, old);
 }
 
 /* ---- exec ----------------------------------------------------------------------------------- */

@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../shim/log.h"
+#include "../base/log.h"
 
 static struct pa_config cfg;
 static char *name_q; /* url-encoded "APP{labels}" (pprof) or "APP.cpu{labels}" (folded) */

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "../profile/profile.h"
-#include "../shim/config.h"
+#include "../base/config.h"
 
 int pa_send_init(const struct pa_config *cfg);
 /* Encodes p (the samples of [from, until)) into the spool. */

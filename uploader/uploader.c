@@ -19,7 +19,7 @@
 #include "../agent/native.h"
 #include "../agent/sampler.h"
 #include "../profile/profile.h"
-#include "../shim/log.h"
+#include "../base/log.h"
 #include "send.h"
 #include "symbols.h"
 

@@ -8,7 +8,7 @@
 #define PA_UPLOADER_H
 
 #include "../agent/pyversions.h"
-#include "../shim/config.h"
+#include "../base/config.h"
 
 int pa_uploader_init(const struct pa_config *cfg, const struct pa_python *py);
 /* Was anything sampled in this process (drained or not)? */

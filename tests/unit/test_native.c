@@ -19,16 +19,6 @@
 #include "../../agent/native.h"
 #include "../../uploader/symbols.h"
 
-/* The unwinder's memory reads go through the fault guard, which installs its handler with
- * the C library's functions (the shim provides them in libpyagent.so). */
-#include "../../shim/realfns.h"
-int pa_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    return sigaction(sig, act, old);
-}
-int pa_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old) {
-    return pthread_sigmask(how, set, old);
-}
-
 /* Fake addresses for the hand-made stacks: an eval range and native code outside it. */
 enum { EVAL_LO = 0x1000, EVAL_HI = 0x2000 };
 static const uintptr_t E1 = 0x1010, E2 = 0x1ff0, N1 = 0x3000, N2 = 0x3100, N3 = 0x3200;

@@ -1,0 +1,309 @@
+/* handler.c: the SIGPROF handler.
+ *
+ * SIGNAL-HANDLER SIDE: everything reachable from on_sigprof runs in signal context, on
+ * whatever thread the timer interrupted, with no malloc, no lock, no stdio, and errno saved
+ * and restored. tests/agent/check_handler.py proves it from the compiled code: every function
+ * reachable from on_sigprof lives in a file marked as this one is, and calls only an
+ * allow-list of async-signal-safe functions. pa_handler_setup and pa_handler_install run in
+ * normal context, before the handler can run. */
+#include "handler.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "../base/clock.h"
+#include "../base/realfns.h"
+#include "chain.h"
+#include "codecache.h"
+#include "frames.h"
+#include "native.h"
+#include "timers.h"
+
+enum { HIST_LINEAR = 400, HIST_STEP_NS = 25, HIST_N = HIST_LINEAR + 24 };
+
+static struct pa_python py;
+static struct pa_handler_config cfg;
+static struct pa_tables *tables;
+
+_Atomic int pa_handler_running;
+__thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
+
+static _Atomic uint64_t n_signals, n_unreadable, n_truncated, n_foreign;
+static _Atomic uint32_t hist[HIST_N];
+
+/* What the program installed for SIGPROF while ours is the real handler. */
+static struct sigaction app_prof;
+static int installed;
+
+/* ---- set-up (normal context) -------------------------------------------------------------- */
+
+void pa_handler_setup(const struct pa_python *p, const struct pa_handler_config *c,
+                      struct pa_tables *t) {
+    py = *p;
+    cfg = *c;
+    if (cfg.max_depth < 2)
+        cfg.max_depth = 2;
+    if (cfg.max_depth > PA_MAX_DEPTH_LIMIT)
+        cfg.max_depth = PA_MAX_DEPTH_LIMIT;
+    tables = t;
+}
+
+void pa_handler_set_python(const struct pa_python *p) {
+    py = *p;
+}
+
+void pa_handler_set_native(int on) {
+    cfg.native = on;
+}
+
+const struct pa_handler_config *pa_handler_config(void) {
+    return &cfg;
+}
+
+const struct pa_python *pa_handler_python(void) {
+    return &py;
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *uc);
+
+int pa_handler_install(pa_error *err) {
+    if (installed)
+        return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigprof;
+    /* SA_RESTART: interrupted system calls resume, as Python expects of SIGPROF.
+     * SA_NODEFER: on_sigprof blocks SIGPROF itself (see there). */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (pa_real_sigaction(SIGPROF, &sa, &app_prof) != 0)
+        return pa_fail(err, "cannot install the SIGPROF handler: %s", strerror(errno));
+    installed = 1;
+    return 0;
+}
+
+int pa_handler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (sig != SIGPROF || !installed)
+        return 0;
+    if (old)
+        *old = app_prof;
+    if (act)
+        app_prof = *act;
+    return 1;
+}
+
+/* ---- statistics ---------------------------------------------------------------------------- */
+
+static void hist_add(uint64_t ns) {
+    unsigned b;
+    if (ns < (uint64_t)HIST_LINEAR * HIST_STEP_NS) {
+        b = (unsigned)(ns / HIST_STEP_NS);
+    } else {
+        b = HIST_LINEAR;
+        for (uint64_t x = ns / ((uint64_t)HIST_LINEAR * HIST_STEP_NS); x > 1 && b < HIST_N - 1;
+             x >>= 1)
+            b++;
+    }
+    atomic_fetch_add_explicit(&hist[b], 1, memory_order_relaxed);
+}
+
+static uint64_t hist_percentile(const uint32_t *h, double q) {
+    uint64_t total = 0;
+    for (int i = 0; i < HIST_N; i++)
+        total += h[i];
+    if (!total)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)total), seen = 0;
+    for (int i = 0; i < HIST_N; i++) {
+        seen += h[i];
+        if (seen > want) {
+            if (i < HIST_LINEAR)
+                return (uint64_t)i * HIST_STEP_NS + HIST_STEP_NS / 2;
+            return (uint64_t)HIST_LINEAR * HIST_STEP_NS << (i - HIST_LINEAR);
+        }
+    }
+    return 0;
+}
+
+void pa_handler_get_counts(struct pa_handler_counts *c) {
+    memset(c, 0, sizeof *c);
+    c->signals = atomic_load(&n_signals);
+    c->unreadable = atomic_load(&n_unreadable);
+    c->truncated = atomic_load(&n_truncated);
+    c->foreign = atomic_load(&n_foreign);
+    uint32_t h[HIST_N];
+    for (int i = 0; i < HIST_N; i++)
+        h[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
+    c->p50_ns = hist_percentile(h, 0.50);
+    c->p99_ns = hist_percentile(h, 0.99);
+}
+
+void pa_handler_add_counts(unsigned long unreadable, unsigned long truncated) {
+    if (unreadable)
+        atomic_fetch_add_explicit(&n_unreadable, unreadable, memory_order_relaxed);
+    if (truncated)
+        atomic_fetch_add_explicit(&n_truncated, truncated, memory_order_relaxed);
+}
+
+void pa_handler_fork_child(void) {
+    atomic_store(&n_signals, 0);
+    atomic_store(&n_unreadable, 0);
+    atomic_store(&n_truncated, 0);
+    atomic_store(&n_foreign, 0);
+    for (int i = 0; i < HIST_N; i++)
+        atomic_store(&hist[i], 0);
+}
+
+/* ---- weights ------------------------------------------------------------------------------- */
+
+/* Perf-event weights (sample_weight): this thread's CPU clock at its last sample, and the part
+ * of a period carried over. */
+static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
+
+/* The thread's first sample stands for its CPU time from now on: from its registration, or
+ * from the fork in a child, whose clock restarts at 0 while tls_cpu_last still holds the
+ * parent's reading. Without this the first sample stood for one period, or for the child's
+ * time less the parent's, and a child that spends its first CPU in the kernel (page faults
+ * after fork, a large read), where a perf event raises no signal, lost all of it. */
+void pa_handler_weigh_from_now(void) {
+    uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    tls_cpu_last = now ? now : 1; /* 0 means "no reading" */
+    tls_cpu_rest = 0;
+}
+
+/* How many periods of this thread's CPU time the sample stands for. A POSIX timer's delayed
+ * signal carries the periods that expired meanwhile (si_overrun). A perf event counts user
+ * time only (timers.c: a signal raised in the kernel would interrupt a system call), so the
+ * thread's CPU clock, kernel time included, gives the weight: what it used since its last
+ * sample, in whole periods, the rest carried to the next. 0: not a whole period yet. */
+static uint64_t sample_weight(const siginfo_t *si) {
+    uint64_t w;
+    if (si->si_code == SI_TIMER) {
+        w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+    } else {
+        uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        uint64_t period = 1000000000ULL / cfg.rate;
+        if (tls_cpu_last == 0 || now < tls_cpu_last) { /* a thread never registered */
+            w = 1;
+            tls_cpu_rest = 0;
+        } else {
+            uint64_t used = now - tls_cpu_last + tls_cpu_rest;
+            w = used / period;
+            tls_cpu_rest = used % period;
+        }
+        tls_cpu_last = now;
+    }
+    return w > 1000 ? 1000 : w;
+}
+
+/* ---- the handler --------------------------------------------------------------------------- */
+
+/* Native mode: the C stack spliced with the Python frames, back into frames[]. A function of
+ * its own (never inlined) so that its buffers take stack space only when native frames are
+ * on: the handler runs on whatever thread was interrupted, small stacks included. */
+static __attribute__((noinline)) int splice_native(void *uc, struct pa_frame *frames, int depth) {
+    struct pa_frame mixed[PA_MAX_DEPTH_LIMIT];
+    uintptr_t ips[PA_NATIVE_MAX_FRAMES];
+    int nips = pa_native_backtrace(uc, ips, PA_NATIVE_MAX_FRAMES);
+    int n = pa_native_interleave(ips, nips, frames, depth, mixed, (int)cfg.max_depth);
+    memcpy(frames, mixed, (size_t)n * sizeof *frames);
+    return n;
+}
+
+/* A CPU sample while the interpreter cannot be walked: before it is initialized (<startup>),
+ * or once it is finalizing or finalized (<shutdown>), so that the profile's total is the
+ * process's CPU time. The interval between initialization and the layout's verdict (the
+ * first handlers after it) is neither, and is not counted. No frame is read. CPU mode only
+ * (wall and GIL modes keep to the interpreter's own life). */
+static _Atomic int seen_ready; /* the interpreter was walkable once in this process */
+
+static void count_outside_python(const siginfo_t *si) {
+    if (cfg.mode != PA_WALK_CPU)
+        return;
+    int up = pa_py_initialized();
+    int phase = !atomic_load_explicit(&seen_ready, memory_order_relaxed)
+                    ? (up ? 0 : PA_SYN_STARTUP)
+                    : (!up || pa_py_finalizing(&py) ? PA_SYN_SHUTDOWN : 0);
+    uint64_t weight = phase ? sample_weight(si) : 0;
+    if (!weight)
+        return;
+    struct pa_frame f;
+    memset(&f, 0, sizeof f);
+    f.id = (uint32_t)phase;
+    struct pa_table *t = pa_tables_enter(tables);
+    pa_table_add(t, pa_handler_serial, &f, 1, weight);
+    pa_tables_leave(t);
+}
+
+static void take_sample(int sig, siginfo_t *si, void *uc) {
+    if (!pa_timer_is_ours(si)) {
+        atomic_fetch_add_explicit(&n_foreign, 1, memory_order_relaxed);
+        pa_chain(sig, si, uc, &app_prof);
+        return;
+    }
+    /* Re-arm first, whatever happens next: a perf event left un-refreshed (while sampling is
+     * paused around a fork, say) would never signal again. */
+    pa_timer_rearm(si);
+    if (!atomic_load_explicit(&pa_handler_running, memory_order_acquire))
+        return;
+    atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
+    if (!pa_py_ready(&py)) {
+        count_outside_python(si);
+        return;
+    }
+    atomic_store_explicit(&seen_ready, 1, memory_order_relaxed);
+    uint64_t t0 = pa_mono_ns();
+    uint64_t weight = sample_weight(si);
+    if (weight == 0) {
+        hist_add(pa_mono_ns() - t0);
+        return;
+    }
+    struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
+    struct pa_walk_counts counts = {0, 0};
+    /* With native frames the walker's output is raw material (markers included), bounded by
+     * the buffer; the depth limit applies to the interleaved stack. */
+    int depth =
+        pa_walk_this_thread(&py, frames, cfg.native ? PA_MAX_DEPTH_LIMIT : (int)cfg.max_depth,
+                            &counts, cfg.mode | (cfg.native ? PA_WALK_MARK_ENTRIES : 0), uc);
+    if (depth == 0) { /* not a sample of this mode (no Python thread, not the GIL holder) */
+        hist_add(pa_mono_ns() - t0);
+        return;
+    }
+    if (cfg.native)
+        depth = splice_native(uc, frames, depth);
+    struct pa_table *t = pa_tables_enter(tables);
+    pa_table_add(t, pa_handler_serial, frames, (uint32_t)depth, weight);
+    pa_tables_leave(t);
+    pa_handler_add_counts(counts.unreadable, counts.truncated);
+    hist_add(pa_mono_ns() - t0);
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+    /* In a handler, the mask is the handler's: what libunwind (or the program's handler we
+     * chain to) does to it is undone by sigreturn and must not stop or start our timer.
+     *
+     * The handler is installed with SA_NODEFER and blocks SIGPROF itself only once
+     * pa_sample_mask says what the program's mask is; it sets the program's mask back before
+     * clearing pa_sample_mask. So a signal of the program's that comes in at any instruction
+     * of this handler (a kill() that was pending with our timer's signal, say) finds, in the
+     * mask or in pa_sample_mask, the program's mask and never our SIGPROF: the program's
+     * handler runs with the mask the kernel would have given it without us. A timer signal
+     * in the few instructions before the block is a sample of its own, as it should be. */
+    int saved = errno;
+    const sigset_t *outer = pa_sample_mask;
+    const sigset_t *program = &((ucontext_t *)uc)->uc_sigmask;
+    pa_handler_depth++;
+    pa_sample_mask = program;
+    sigset_t prof;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pa_real_pthread_sigmask(SIG_BLOCK, &prof, NULL);
+    errno = saved;
+    take_sample(sig, si, uc);
+    pa_real_pthread_sigmask(SIG_SETMASK, program, NULL);
+    pa_sample_mask = outer;
+    pa_handler_depth--;
+    errno = saved;
+}

@@ -1,0 +1,64 @@
+/* handler.h: the SIGPROF handler and the little state it shares with the rest of agent/.
+ *
+ * Agent-internal. The handler (handler.c) reads: the interpreter's description, the sampling
+ * configuration and the stack tables, all set before it is installed; the running flag; and
+ * the interrupted thread's own serial number and CPU-clock reading (initial-exec TLS, written
+ * by that thread in normal context before its timer is armed). It writes only atomics and the
+ * stack table. Everything that allocates, locks or opens lives elsewhere (registry.c, wall.c). */
+#ifndef PA_HANDLER_H
+#define PA_HANDLER_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../base/error.h"
+#include "pyversions.h"
+#include "table.h"
+
+enum { PA_MAX_DEPTH_LIMIT = 512 };
+
+struct pa_handler_config {
+    unsigned rate;      /* signals per second of thread CPU time */
+    unsigned max_depth; /* frames kept per sample, <truncated> beyond (2..PA_MAX_DEPTH_LIMIT) */
+    int mode;           /* enum pa_walk_mode */
+    int native;         /* interleave C frames */
+};
+
+/* Normal context, before pa_handler_install. */
+void pa_handler_setup(const struct pa_python *py, const struct pa_handler_config *cfg,
+                      struct pa_tables *tables);
+void pa_handler_set_python(const struct pa_python *py);
+void pa_handler_set_native(int on);
+const struct pa_handler_config *pa_handler_config(void);
+const struct pa_python *pa_handler_python(void);
+
+/* Normal context: installs the SIGPROF action (once), keeping the program's to chain to. */
+int pa_handler_install(pa_error *err);
+/* The program's SIGPROF action while ours is installed (sigaction interposition). Returns 1
+ * when sig is SIGPROF and ours is installed (old and act are then the program's), else 0. */
+int pa_handler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/* Samples are taken only while this is 1 (later signals of ours are ignored). */
+extern _Atomic int pa_handler_running;
+
+/* The calling thread's serial number in the thread registry (0: not registered). */
+extern __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
+/* The calling thread's next sample stands for its CPU time from now on (registration, or a
+ * forked child whose clock restarted). Normal context, before the thread's timer is armed. */
+void pa_handler_weigh_from_now(void);
+
+struct pa_handler_counts {
+    uint64_t signals;    /* our signals handled */
+    uint64_t unreadable; /* frames that could not be read */
+    uint64_t truncated;  /* stacks cut at max_depth */
+    uint64_t foreign;    /* SIGPROFs that were not ours, passed to the program */
+    uint64_t p50_ns, p99_ns;
+};
+void pa_handler_get_counts(struct pa_handler_counts *c);
+/* Frames counted from outside the handler (wall mode's tick thread). */
+void pa_handler_add_counts(unsigned long unreadable, unsigned long truncated);
+/* In a forked child: the parent's counts are not the child's. */
+void pa_handler_fork_child(void);
+
+#endif

@@ -1,0 +1,72 @@
+/* timerctl.c: a thread's own control of its timer (see timerctl.h).
+ *
+ * SIGNAL-HANDLER SIDE: everything here may run in signal context (the interposed
+ * pthread_sigmask is async-signal-safe, so what it calls must be); atomics, the timer's
+ * pause and resume, and the signal mask system call. */
+#include "timerctl.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/realfns.h"
+#include "sampler.h"
+
+__thread struct pa_thread_ctl *pa_ctl_self __attribute__((tls_model("initial-exec")));
+
+void pa_ctl_apply(struct pa_thread_ctl *c) {
+    atomic_fetch_add(&c->users, 1);
+    if (atomic_load(&c->armed)) {
+        int b;
+        do {
+            b = atomic_load(&c->blocked);
+            if (b)
+                pa_timer_pause(&c->timer);
+            else
+                pa_timer_resume(&c->timer);
+        } while (b != atomic_load(&c->blocked));
+    }
+    atomic_fetch_sub(&c->users, 1);
+}
+
+int pa_ctl_prof_blocked(void) {
+    sigset_t cur;
+    pa_real_pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    return sigismember(&cur, SIGPROF) == 1;
+}
+
+void pa_sampler_mask_will_block(void) {
+    struct pa_thread_ctl *c = pa_ctl_self;
+    if (c && !atomic_load(&c->blocked)) {
+        atomic_store(&c->blocked, 1);
+        pa_ctl_apply(c);
+    }
+}
+
+void pa_sampler_mask_changed(void) {
+    struct pa_thread_ctl *c = pa_ctl_self;
+    if (!c)
+        return;
+    int b = pa_ctl_prof_blocked();
+    if (b == atomic_load(&c->blocked))
+        return;
+    atomic_store(&c->blocked, b);
+    pa_ctl_apply(c);
+}
+
+void pa_ctl_drop_pending(void) {
+    sigset_t prof, old;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pa_real_pthread_sigmask(SIG_BLOCK, &prof, &old);
+    struct timespec zero = {0, 0};
+    siginfo_t si;
+    int foreign = 0;
+    while (sigtimedwait(&prof, &si, &zero) == SIGPROF)
+        if (!pa_timer_is_ours(&si))
+            foreign = 1; /* a standard signal is pending at most once */
+    if (foreign)
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGPROF);
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+}

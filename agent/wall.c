@@ -1,0 +1,178 @@
+/* wall.c: wall mode's time off a CPU, counted from the tick thread (normal context).
+ *
+ * A Python thread's CPU-time timer samples it while it runs. Every period, the tick thread
+ * takes each Python thread's wall time minus its CPU time: the time it spent off a CPU; each
+ * whole period of that is one sample of the thread's stack as it is now, read from here. The
+ * thread is not interrupted, so a C library's nanosleep, which no handler may interrupt
+ * without an early return, is left alone; its frame chain is stable while it waits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../base/clock.h"
+#include "../base/log.h"
+#include "../base/realfns.h"
+#include "../base/threads.h"
+#include "frames.h"
+#include "handler.h"
+#include "registry.h"
+#include "sampler.h"
+
+static int tick_started; /* under pa_reg_lock */
+
+/* What thread tid waits in: the system call number (-1: running or runnable) and its first
+ * argument, from /proc/self/task/TID/syscall. Only with a descriptor table of our own (see
+ * tick_private_descriptors). */
+static int tick_reads_proc;
+
+static void waiting_in(pid_t tid, struct pa_other_thread *o) {
+    o->syscall_nr = -1;
+    o->arg0 = 0;
+    if (!tick_reads_proc)
+        return;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    if (end == buf)
+        return; /* "running" */
+    o->syscall_nr = nr < 0 ? -1 : nr;
+    o->arg0 = (uintptr_t)strtoull(end, NULL, 16);
+}
+
+static void count_off_cpu(struct pa_thread_rec *r, uint64_t weight) {
+    const struct pa_handler_config *cfg = pa_handler_config();
+    const struct pa_python *py = pa_handler_python();
+    struct pa_other_thread o = {(unsigned long)r->pthread, -1, 0};
+    waiting_in(r->tid, &o);
+    struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
+    struct pa_walk_counts counts = {0, 0};
+    int depth = pa_walk_other_thread(py, frames, (int)cfg->max_depth, &counts, PA_WALK_WALL, &o);
+    if (depth == 0)
+        return;
+    struct pa_tables *tables = pa_sampler_tables();
+    struct pa_table *t = pa_tables_enter(tables);
+    pa_table_add(t, r->serial, frames, (uint32_t)depth, weight);
+    pa_tables_leave(t);
+    pa_handler_add_counts(counts.unreadable, counts.truncated);
+}
+
+static void wall_tick(uint64_t elapsed) {
+    uint64_t period = 1000000000ULL / pa_handler_config()->rate;
+    for (size_t i = 0; i < pa_reg_n; i++) {
+        struct pa_thread_rec *r = &pa_reg_recs[i];
+        if (!r->alive || !r->has_clock || pa_reg_timer_kind(r) == PA_TIMER_NONE)
+            continue;
+        struct timespec ts;
+        if (clock_gettime(r->cpu_clock, &ts) != 0)
+            continue;
+        uint64_t cpu = pa_ts_ns(&ts);
+        uint64_t used = cpu > r->last_cpu_ns ? cpu - r->last_cpu_ns : 0;
+        r->last_cpu_ns = cpu;
+        r->off_ns += elapsed > used ? elapsed - used : 0;
+        if (r->off_ns < period)
+            continue;
+        uint64_t n = r->off_ns / period;
+        r->off_ns -= n * period;
+        count_off_cpu(r, n > 1000 ? 1000 : n);
+    }
+}
+
+void pa_wall_thread_armed(struct pa_thread_rec *r) {
+    struct timespec ts;
+    r->has_clock = pthread_getcpuclockid(r->pthread, &r->cpu_clock) == 0 &&
+                   clock_gettime(r->cpu_clock, &ts) == 0;
+    r->last_cpu_ns = r->has_clock ? pa_ts_ns(&ts) : 0;
+    r->off_ns = 0;
+}
+
+/* The tick thread's descriptors are its own: it opens /proc/self/task/TID/syscall for each
+ * waiting thread, hundreds of times a second, and each open() takes the lowest free number
+ * of the table it opens in. In the program's table that is a number the program has just
+ * closed and means to take back (close(0) then open() must give 0; dup2 onto it fails with
+ * EBUSY while our open() holds it; our close() then closes the program's new descriptor).
+ * unshare(CLONE_FILES) gives this thread a private copy of the table, which it empties at
+ * once, so that no file of the program's is kept open by the copy (a pipe's reader would
+ * never see EOF). Refused (a seccomp filter, as Docker's default one without
+ * CAP_SYS_ADMIN), wall mode does without /proc: waiting threads are then counted without
+ * their <idle> or <waiting for the GIL> leaf, and the log says so once. */
+static void tick_private_descriptors(void) {
+    if (unshare(CLONE_FILES) != 0) {
+        pa_log(PA_LOG_WARN,
+               "wall mode: cannot give the tick thread descriptors of its own (%s); "
+               "waiting threads are counted without <idle> or <waiting for the "
+               "GIL>",
+               strerror(errno));
+        return;
+    }
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+#endif
+    {
+        struct rlimit lim;
+        long top = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 1048576
+                       ? (long)lim.rlim_cur
+                       : 1048576;
+        for (long fd = 0; fd < top; fd++)
+            close((int)fd);
+    }
+    tick_reads_proc = 1;
+}
+
+static void *tick_main(void *arg) {
+    (void)arg;
+    tick_private_descriptors();
+    /* The guarded reads need SIGSEGV and SIGBUS (synchronous: only this thread's faults). */
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
+    const struct pa_python *py = pa_handler_python();
+    uint64_t period = 1000000000ULL / pa_handler_config()->rate, last = pa_mono_ns();
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (;;) {
+        pa_ts_add_ns(&next, period);
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        pthread_mutex_lock(&pa_reg_lock);
+        /* Sampling stopped, or the program's last thread has ended (pthread_exit in a child
+         * forked from a worker thread): this thread must not keep the process alive. */
+        if (!pa_reg_wanted || pa_reg_alive() == 0) {
+            tick_started = 0;
+            pthread_mutex_unlock(&pa_reg_lock);
+            return NULL;
+        }
+        uint64_t now = pa_mono_ns();
+        if (atomic_load(&pa_handler_running) && !pa_py_finalizing(py))
+            wall_tick(now - last);
+        last = now;
+        pthread_mutex_unlock(&pa_reg_lock);
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec > next.tv_sec + 1)
+            next = t; /* far behind (suspended): start again from now */
+    }
+}
+
+void pa_wall_start(void) {
+    if (!tick_started)
+        tick_started = pa_agent_thread_spawn(tick_main) == 0;
+}
+
+void pa_wall_fork_child(void) {
+    tick_started = 0; /* the tick thread is the parent's */
+}
