@@ -21,8 +21,10 @@
 #include "native.h"
 #include "guard.h"
 
+#ifdef PYAGENT_FAULT_INJECTION
 unsigned pa_walk_inject_every;
 static _Atomic unsigned inject_counter;
+#endif
 
 static __thread uintptr_t cached_tstate __attribute__((tls_model("initial-exec")));
 
@@ -224,12 +226,14 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         }
     }
     uintptr_t f = ts ? top_frame(py, ts) : 0;
+#ifdef PYAGENT_FAULT_INJECTION
     if (pa_walk_inject_every &&
         atomic_fetch_add_explicit(&inject_counter, 1, memory_order_relaxed) %
                 pa_walk_inject_every ==
             0 &&
         f)
         f = 0x10; /* the first page is never mapped */
+#endif
     /* Skipped frames (shims, incomplete ones) add no depth: the steps are bounded too, or a
      * chain that loops (another thread's, read while it changes) would never end. */
     for (int steps = 0; f; steps++) {

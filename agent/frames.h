@@ -54,6 +54,8 @@ int pa_thread_is_python(const struct pa_python *py, unsigned long pthread);
 
 /* Test hook (PYAGENT_FAULT_INJECTION builds): every Nth walk reads a frame from an address
  * that faults, as a freed or corrupted frame would. 0 disables it. */
+#ifdef PYAGENT_FAULT_INJECTION
 extern unsigned pa_walk_inject_every;
+#endif
 
 #endif

@@ -66,6 +66,10 @@ const struct pa_python *pa_handler_python(void) {
     return &py;
 }
 
+struct pa_tables *pa_handler_tables(void) {
+    return tables;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uc);
 
 int pa_handler_install(pa_error *err) {
@@ -84,7 +88,7 @@ int pa_handler_install(pa_error *err) {
     return 0;
 }
 
-int pa_handler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+int pa_sampler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     if (sig != SIGPROF || !installed)
         return 0;
     if (old)

@@ -32,12 +32,10 @@ void pa_handler_set_python(const struct pa_python *py);
 void pa_handler_set_native(int on);
 const struct pa_handler_config *pa_handler_config(void);
 const struct pa_python *pa_handler_python(void);
+struct pa_tables *pa_handler_tables(void);
 
 /* Normal context: installs the SIGPROF action (once), keeping the program's to chain to. */
 int pa_handler_install(pa_error *err);
-/* The program's SIGPROF action while ours is installed (sigaction interposition). Returns 1
- * when sig is SIGPROF and ours is installed (old and act are then the program's), else 0. */
-int pa_handler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 /* Samples are taken only while this is 1 (later signals of ours are ignored). */
 extern _Atomic int pa_handler_running;

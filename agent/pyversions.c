@@ -194,14 +194,15 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
 
 static int (*_Atomic is_init)(void);
 
+void pa_py_find_initialized(void) {
+    if (!atomic_load(&is_init))
+        atomic_store(&is_init, (int (*)(void))sym("Py_IsInitialized"));
+}
+
 int pa_py_initialized(void) {
     if (pa_py_gone())
         return 0;
     int (*f)(void) = atomic_load(&is_init);
-    if (!f) {
-        f = (int (*)(void))sym("Py_IsInitialized");
-        atomic_store(&is_init, f);
-    }
     return f && f();
 }
 

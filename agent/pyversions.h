@@ -93,8 +93,11 @@ int pa_py_detect(struct pa_python *py, pa_error *err);
  * main thread state, TSS key). Returns 0 or -1 with a message. */
 int pa_py_verify(const struct pa_python *py, pa_error *err);
 
-/* Py_IsInitialized() and "finalization has begun", read without calling into Python. The
- * first call of pa_py_initialized (normal context) looks the function up. */
+/* Normal context: looks Py_IsInitialized up (dlsym) for pa_py_initialized and pa_py_ready;
+ * called once the interpreter is found, and again after a libpython was loaded anew. */
+void pa_py_find_initialized(void);
+/* Signal-safe: Py_IsInitialized() (0 until pa_py_find_initialized found it) and "finalization
+ * has begun", read without calling into Python. */
 int pa_py_initialized(void);
 int pa_py_finalizing(const struct pa_python *py);
 
@@ -102,7 +105,7 @@ int pa_py_finalizing(const struct pa_python *py);
  * finalizing, and its thread list was found to match the layout (checked by the first
  * handlers after initialization, once per process; a layout that stays wrong for a second is
  * final). Sampling can so start before the interpreter does, with no thread of ours waiting
- * for it. pa_py_initialized must have been called once before. */
+ * for it. pa_py_find_initialized must have been called once before. */
 int pa_py_ready(const struct pa_python *py);
 /* Normal context: -1 with the message for the user when the layout was found wrong. */
 int pa_py_verdict(const struct pa_python *py, pa_error *err);

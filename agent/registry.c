@@ -1,11 +1,11 @@
-/* registry.c: the program's threads, their timers, and sampling's start, stop, exec and fork.
+/* registry.c: the program's threads and their timers.
  *
  * Normal context: everything here runs under pa_reg_lock, which no signal handler takes.
  * Every thread the program starts registers itself (pa_sampler_thread_begin, from the shim's
  * pthread_create trampoline; the main thread from the constructor) and gets its own CPU-time
  * timer, delivered to that very thread, so the handler (handler.c) walks the stack of the
  * thread that spent the time. A thread's own control of its timer while it changes its signal
- * mask is signal-side code (timerctl.c); the wall-mode tick thread is wall.c. */
+ * mask is signal-side code (timerctl.c); starting, stopping, exec and fork are control.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,30 +20,24 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
-#include "../base/threads.h"
-#include "codecache.h"
-#include "guard.h"
 #include "handler.h"
 #include "registry.h"
 #include "sampler.h"
-
-static struct pa_tables tables;
-static int initialized;
 
 pthread_mutex_t pa_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct pa_thread_rec *pa_reg_recs;
 size_t pa_reg_n;
 int pa_reg_wanted;
+int pa_reg_timer_want;
+_Atomic unsigned pa_reg_armed_kinds;
 
 static size_t cap_recs;
 static uint32_t next_serial = 1;
 static uint64_t drains; /* pa_threads_prune calls */
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static _Atomic unsigned armed_kinds; /* bit per pa_timer_kind armed so far */
-static int exec_holds;               /* exec calls in progress: nothing may be armed */
 
-static struct pa_thread_rec *rec_by_serial(uint32_t serial) {
+struct pa_thread_rec *pa_reg_by_serial(uint32_t serial) {
     size_t lo = 0, hi = pa_reg_n; /* serials are appended in increasing order */
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -68,14 +62,14 @@ int pa_reg_timer_kind(const struct pa_thread_rec *r) {
 
 /* ---- timers ------------------------------------------------------------------------------- */
 
-static int arm_timer(struct pa_thread_rec *r) {
+int pa_reg_arm(struct pa_thread_rec *r) {
     struct pa_thread_ctl *c = r->ctl;
     if (!c || atomic_load(&c->armed))
         return c ? 0 : -1;
     const struct pa_handler_config *cfg = pa_handler_config();
     /* Wall mode too: a CPU-time timer samples the thread while it runs; the wall tick
      * thread counts its time off a CPU without signalling it (wall.c). */
-    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg->rate, pa_sampler_timer_want());
+    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg->rate, pa_reg_timer_want);
     if (kind == PA_TIMER_NONE)
         return -1;
     if (!atomic_load(&c->blocked) && pa_timer_resume(&c->timer) != 0) {
@@ -86,13 +80,18 @@ static int arm_timer(struct pa_thread_rec *r) {
     }
     atomic_store(&c->armed, 1);
     pa_ctl_apply(c); /* the thread may have blocked SIGPROF meanwhile */
-    atomic_fetch_or(&armed_kinds, 1u << kind);
-    if (cfg->mode == PA_WALK_WALL)
-        pa_wall_thread_armed(r);
+    atomic_fetch_or(&pa_reg_armed_kinds, 1u << kind);
+    if (cfg->mode == PA_WALK_WALL) { /* wall.c counts its time off a CPU from now */
+        struct timespec ts;
+        r->has_clock = pthread_getcpuclockid(r->pthread, &r->cpu_clock) == 0 &&
+                       clock_gettime(r->cpu_clock, &ts) == 0;
+        r->last_cpu_ns = r->has_clock ? pa_ts_ns(&ts) : 0;
+        r->off_ns = 0;
+    }
     return 0;
 }
 
-static void disarm_timer(struct pa_thread_rec *r) {
+void pa_reg_disarm(struct pa_thread_rec *r) {
     struct pa_thread_ctl *c = r->ctl;
     if (!c || !atomic_load(&c->armed))
         return;
@@ -103,12 +102,6 @@ static void disarm_timer(struct pa_thread_rec *r) {
     pa_timer_disarm(&c->timer);
 }
 
-static int timer_want;
-
-int pa_sampler_timer_want(void) {
-    return timer_want;
-}
-
 /* ---- the registry ------------------------------------------------------------------------- */
 
 static void on_thread_exit(void *arg) {
@@ -116,10 +109,10 @@ static void on_thread_exit(void *arg) {
     uint32_t serial = pa_handler_serial;
     pa_handler_serial = 0;
     pthread_mutex_lock(&pa_reg_lock);
-    struct pa_thread_rec *r = rec_by_serial(serial);
+    struct pa_thread_rec *r = pa_reg_by_serial(serial);
     pa_ctl_self = NULL;
     if (r) {
-        disarm_timer(r);
+        pa_reg_disarm(r);
         r->alive = 0;
         r->died_at_drain = drains;
     }
@@ -160,7 +153,7 @@ void pa_sampler_thread_begin(void) {
     pa_handler_serial = r->serial;
     /* In wall mode a thread gets a timer once it has a Python thread state (reconcile). */
     if (atomic_load(&pa_handler_running) && pa_handler_config()->mode != PA_WALK_WALL &&
-        arm_timer(r) != 0)
+        pa_reg_arm(r) != 0)
         pa_log(PA_LOG_DEBUG, "cannot arm a timer for thread %d: %s", (int)r->tid, strerror(errno));
     pthread_mutex_unlock(&pa_reg_lock);
     pthread_setspecific(exit_key, (void *)1);
@@ -206,7 +199,7 @@ static void os_thread_name(pid_t tid, char *buf, size_t len) {
 
 void pa_threads_name(uint32_t serial, char *buf, size_t len) {
     pthread_mutex_lock(&pa_reg_lock);
-    struct pa_thread_rec *r = rec_by_serial(serial);
+    struct pa_thread_rec *r = pa_reg_by_serial(serial);
     char name[64] = "";
     pid_t tid = 0;
     int alive = 0;
@@ -257,226 +250,8 @@ int pa_sampler_program_gone(void) {
     return gone;
 }
 
-/* ---- the program's CPU time while sampled -------------------------------------------------- *
- *
- * What the samples are measured over, for the profile header: the process's CPU clock while
- * sampling runs, less the agent's own threads (base/threads.c), whose time no sample stands
- * for. Stopping freezes the figure, so the final flush's own work (draining, naming,
- * writing) is not in it. */
-static uint64_t cpu_mark_ns; /* program_cpu_now() when sampling (re)started */
-static uint64_t cpu_acc_ns;  /* program CPU of earlier sampled intervals */
-static int cpu_counting;     /* between start and stop (under pa_reg_lock) */
-
-static uint64_t program_cpu_now(void) {
-    uint64_t agent = pa_agent_threads_cpu_ns();
-    uint64_t all = pa_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    return all > agent ? all - agent : 0;
-}
-
-static void cpu_count_start(void) {
-    if (!cpu_counting) {
-        cpu_mark_ns = program_cpu_now();
-        cpu_counting = 1;
-    }
-}
-
-static void cpu_count_stop(void) {
-    if (cpu_counting) {
-        uint64_t now = program_cpu_now();
-        cpu_acc_ns += now > cpu_mark_ns ? now - cpu_mark_ns : 0;
-        cpu_counting = 0;
-    }
-}
-
-/* ---- control ------------------------------------------------------------------------------- */
-
-int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c) {
-    if (initialized)
-        return 0;
-    if (pa_code_cache_init(16, 16u << 20) != 0 || pa_table_init(&tables.t[0], 15, 1u << 20) != 0 ||
-        pa_table_init(&tables.t[1], 15, 1u << 20) != 0)
-        return -1;
-    atomic_store(&tables.active, &tables.t[0]);
-    struct pa_handler_config hc = {c->rate, c->max_depth, c->mode, c->native};
-    pa_handler_setup(p, &hc, &tables);
-    timer_want = c->timer_want;
-    srandom((unsigned)(getpid() ^ pa_mono_ns()));
-    initialized = 1;
-    return 0;
-}
-
-void pa_sampler_set_native(int on) {
-    pa_handler_set_native(on);
-}
-
-void pa_sampler_set_python(const struct pa_python *p) {
-    pa_handler_set_python(p);
-}
-
-struct pa_tables *pa_sampler_tables(void) {
-    return &tables;
-}
-
-int pa_sampler_running(void) {
-    return atomic_load(&pa_handler_running);
-}
-
-int pa_sampler_start(pa_error *err) {
-    if (!initialized)
-        return pa_fail(err, "sampler not initialized");
-    if (pa_guard_install() != 0)
-        return pa_fail(err, "cannot install the fault guard: %s", strerror(errno));
-    if (pa_handler_install(err) != 0)
-        return -1;
-    int wall = pa_handler_config()->mode == PA_WALK_WALL;
-    pthread_mutex_lock(&pa_reg_lock);
-    pa_reg_wanted = 1;
-    if (exec_holds) { /* the thread that execs re-arms if exec fails */
-        pthread_mutex_unlock(&pa_reg_lock);
-        return 0;
-    }
-    atomic_store(&pa_handler_running, 1);
-    cpu_count_start();
-    if (wall)
-        pa_wall_start();
-    int failed = 0, first_errno = 0;
-    for (size_t i = 0; i < pa_reg_n; i++)
-        if (pa_reg_recs[i].alive && !wall && arm_timer(&pa_reg_recs[i]) != 0 && !failed++)
-            first_errno = errno;
-    pthread_mutex_unlock(&pa_reg_lock);
-    pa_sampler_reconcile();
-    if (failed)
-        pa_log(PA_LOG_WARN, "%d thread(s) could not get a CPU timer and are not sampled (%s)",
-               failed, strerror(first_errno));
-    return 0;
-}
-
-void pa_sampler_arm_self(void) {
-    pthread_mutex_lock(&pa_reg_lock);
-    struct pa_thread_rec *r = rec_by_serial(pa_handler_serial);
-    if (r && atomic_load(&pa_handler_running))
-        arm_timer(r); /* a timer already armed stays as it is */
-    pthread_mutex_unlock(&pa_reg_lock);
-}
-
-void pa_sampler_reconcile(void) {
-    if (pa_handler_config()->mode != PA_WALK_WALL || !atomic_load(&pa_handler_running))
-        return;
-    const struct pa_python *py = pa_handler_python();
-    pthread_mutex_lock(&pa_reg_lock);
-    for (size_t i = 0; i < pa_reg_n; i++) {
-        struct pa_thread_rec *r = &pa_reg_recs[i];
-        if (!r->alive)
-            continue;
-        int python = pa_thread_is_python(py, (unsigned long)r->pthread);
-        if (python && pa_reg_timer_kind(r) == PA_TIMER_NONE)
-            arm_timer(r);
-        else if (!python && pa_reg_timer_kind(r) != PA_TIMER_NONE)
-            disarm_timer(r);
-    }
-    pthread_mutex_unlock(&pa_reg_lock);
-}
-
-void pa_sampler_stop(void) {
-    pthread_mutex_lock(&pa_reg_lock);
-    pa_reg_wanted = 0;
-    atomic_store(&pa_handler_running, 0);
-    for (size_t i = 0; i < pa_reg_n; i++)
-        disarm_timer(&pa_reg_recs[i]);
-    cpu_count_stop();
-    pthread_mutex_unlock(&pa_reg_lock);
-}
-
-/* ---- exec ---------------------------------------------------------------------------------- */
-
-void pa_sampler_exec_prepare(void) {
-    /* exec may be called from a signal handler that interrupted a holder of pa_reg_lock:
-     * wait a little for the lock, never forever. */
-    int locked = 0;
-    for (int tries = 0; tries < 200 && !(locked = pthread_mutex_trylock(&pa_reg_lock) == 0);
-         tries++)
-        usleep(500);
-    if (locked) {
-        exec_holds++;
-        atomic_store(&pa_handler_running, 0);
-        for (size_t i = 0; i < pa_reg_n; i++)
-            disarm_timer(&pa_reg_recs[i]);
-        pthread_mutex_unlock(&pa_reg_lock);
-    } else if (pa_ctl_self && atomic_load(&pa_ctl_self->armed)) {
-        pa_timer_pause(&pa_ctl_self->timer); /* at least this thread's own */
-    }
-    pa_ctl_drop_pending();
-}
-
-void pa_sampler_exec_failed(void) {
-    pthread_mutex_lock(&pa_reg_lock);
-    if (exec_holds > 0 && --exec_holds == 0 && pa_reg_wanted) {
-        atomic_store(&pa_handler_running, 1);
-        for (size_t i = 0; i < pa_reg_n; i++)
-            if (pa_reg_recs[i].alive && pa_handler_config()->mode != PA_WALK_WALL)
-                arm_timer(&pa_reg_recs[i]);
-    }
-    pthread_mutex_unlock(&pa_reg_lock);
-    pa_sampler_reconcile();
-}
-
-int pa_sampler_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    return pa_handler_app_sigaction(sig, act, old);
-}
-
-/* ---- statistics ---------------------------------------------------------------------------- */
-
-void pa_sampler_get_stats(struct pa_sampler_stats *st) {
-    memset(st, 0, sizeof *st);
-    struct pa_handler_counts hc;
-    pa_handler_get_counts(&hc);
-    st->signals = hc.signals;
-    st->unreadable = hc.unreadable;
-    st->truncated = hc.truncated;
-    st->foreign = hc.foreign;
-    st->handler_p50_ns = hc.p50_ns;
-    st->handler_p99_ns = hc.p99_ns;
-    st->code_cache_full = pa_code_cache_full;
-    unsigned kinds = atomic_load(&armed_kinds);
-    st->timer =
-        kinds & (1u << PA_TIMER_PERF)
-            ? (kinds & (1u << PA_TIMER_CPU) ? "perf-task-clock+cpu-timer" : "perf-task-clock")
-        : kinds & (1u << PA_TIMER_CPU) ? "cpu-timer"
-                                       : "none";
-    if (pa_handler_config()->mode == PA_WALK_WALL && kinds) {
-        snprintf(st->timer_buf, sizeof st->timer_buf, "%s+wall-tick", st->timer);
-        st->timer = st->timer_buf;
-    }
-    pthread_mutex_lock(&pa_reg_lock);
-    for (size_t i = 0; i < pa_reg_n; i++)
-        st->threads += pa_reg_recs[i].alive;
-    st->cpu_ns = cpu_acc_ns;
-    if (cpu_counting) {
-        uint64_t now = program_cpu_now();
-        st->cpu_ns += now > cpu_mark_ns ? now - cpu_mark_ns : 0;
-    }
-    pthread_mutex_unlock(&pa_reg_lock);
-}
-
-/* ---- fork ---------------------------------------------------------------------------------- */
-
-static int was_running_at_fork;
-
-void pa_sampler_fork_prepare(void) {
-    pthread_mutex_lock(&pa_reg_lock);
-    /* No handler of ours runs in the forking thread while fork copies the process. */
-    was_running_at_fork = atomic_exchange(&pa_handler_running, 0);
-    pa_agent_threads_fork_prepare();
-}
-
-void pa_sampler_fork_parent(void) {
-    pa_agent_threads_fork_parent();
-    atomic_store(&pa_handler_running, was_running_at_fork);
-    pthread_mutex_unlock(&pa_reg_lock);
-}
-
-void pa_sampler_fork_child(void) {
-    /* Timers are not inherited; only the forking thread exists. Start clean. */
+void pa_reg_fork_child(void) {
+    /* Timers are not inherited; only the forking thread exists. */
     size_t keep = 0;
     pthread_t self = pthread_self();
     for (size_t i = 0; i < pa_reg_n; i++) {
@@ -498,19 +273,4 @@ void pa_sampler_fork_child(void) {
     for (size_t i = keep; i < pa_reg_n; i++)
         free(pa_reg_recs[i].ctl); /* the other threads do not exist here */
     pa_reg_n = keep;
-    pa_wall_fork_child();
-    pa_table_clear(&tables.t[0]);
-    pa_table_clear(&tables.t[1]);
-    atomic_store(&tables.t[0].writers, 0);
-    atomic_store(&tables.t[1].writers, 0);
-    pa_agent_threads_fork_child();
-    cpu_acc_ns = cpu_mark_ns = 0;
-    cpu_counting = 0;
-    pa_handler_fork_child();
-    atomic_store(&pa_handler_running, 0);
-    pthread_mutex_unlock(&pa_reg_lock);
-    if (!keep)
-        pa_sampler_thread_begin();
-    else
-        pa_handler_weigh_from_now();
 }

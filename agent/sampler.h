@@ -3,8 +3,8 @@
  *
  * Every thread of the program gets its own CPU-time timer delivered to that very thread, so a
  * sample always lands on the thread that spent the time and the handler walks its own stack.
- * Implemented by registry.c (normal context), timerctl.c (a thread's own timer control, signal
- * side) and wall.c; the handler itself is handler.c. */
+ * Implemented by control.c and registry.c (normal context), timerctl.c (a thread's own timer
+ * control, signal side) and wall.c; the handler itself is handler.c. */
 #ifndef PA_SAMPLER_H
 #define PA_SAMPLER_H
 
@@ -70,8 +70,6 @@ void pa_sampler_thread_begin(void);
 
 struct pa_tables *pa_sampler_tables(void);
 void pa_sampler_get_stats(struct pa_sampler_stats *st);
-/* The timer kind the configuration asks for (enum pa_timer_want). */
-int pa_sampler_timer_want(void);
 
 /* Thread registry as the writer of profiles needs it. */
 struct pa_thread_info {

@@ -23,7 +23,6 @@
 #include "frames.h"
 #include "handler.h"
 #include "registry.h"
-#include "sampler.h"
 
 static int tick_started; /* under pa_reg_lock */
 
@@ -63,7 +62,7 @@ static void count_off_cpu(struct pa_thread_rec *r, uint64_t weight) {
     int depth = pa_walk_other_thread(py, frames, (int)cfg->max_depth, &counts, PA_WALK_WALL, &o);
     if (depth == 0)
         return;
-    struct pa_tables *tables = pa_sampler_tables();
+    struct pa_tables *tables = pa_handler_tables();
     struct pa_table *t = pa_tables_enter(tables);
     pa_table_add(t, r->serial, frames, (uint32_t)depth, weight);
     pa_tables_leave(t);
@@ -89,14 +88,6 @@ static void wall_tick(uint64_t elapsed) {
         r->off_ns -= n * period;
         count_off_cpu(r, n > 1000 ? 1000 : n);
     }
-}
-
-void pa_wall_thread_armed(struct pa_thread_rec *r) {
-    struct timespec ts;
-    r->has_clock = pthread_getcpuclockid(r->pthread, &r->cpu_clock) == 0 &&
-                   clock_gettime(r->cpu_clock, &ts) == 0;
-    r->last_cpu_ns = r->has_clock ? pa_ts_ns(&ts) : 0;
-    r->off_ns = 0;
 }
 
 /* The tick thread's descriptors are its own: it opens /proc/self/task/TID/syscall for each

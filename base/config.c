@@ -183,7 +183,9 @@ void pa_config_read(struct pa_config *cfg) {
     cfg->rate = env_uint("PYAGENT_RATE", 1, 10000, 100);
     cfg->interval_s = env_uint("PYAGENT_UPLOAD_INTERVAL", 1, 3600, 10);
     cfg->max_depth = env_uint("PYAGENT_MAX_DEPTH", 2, 512, 256);
+#ifdef PYAGENT_FAULT_INJECTION
     cfg->fault_every = env_uint("PYAGENT_FAULT_INJECT", 0, 1000000, 0);
+#endif
 
     cfg->native = env_bool("PYAGENT_NATIVE", 0);
     cfg->timer_want = 0; /* auto: perf events where allowed, else CPU timers */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds one flavour of the tree: release (default), asan, tsan or package.
 # Usage: scripts/build.sh [release|asan|tsan|package]   -> build/<flavour>
+#   release, asan, tsan: the test builds (with the fault-injection hooks the tests use)
 #   package: what ships (prefix /usr, no fault-injection hooks) and its Debian packages,
 #            build/package/pyagent_VERSION_ARCH.deb and pyagent-collector_VERSION_ARCH.deb
 set -euo pipefail
@@ -8,9 +9,9 @@ cd "$(dirname "$0")/.."
 flavour=${1:-release}
 targets=()
 case "$flavour" in
-  release) opts=(-DCMAKE_BUILD_TYPE=Release) ;;
-  asan) opts=(-DCMAKE_BUILD_TYPE=Debug -DPYAGENT_SANITIZE=ON -DCMAKE_C_COMPILER=clang) ;;
-  tsan) opts=(-DCMAKE_BUILD_TYPE=Debug -DPYAGENT_TSAN=ON -DCMAKE_C_COMPILER=clang) ;;
+  release) opts=(-DCMAKE_BUILD_TYPE=Release -DPYAGENT_FAULT_INJECTION=ON) ;;
+  asan) opts=(-DCMAKE_BUILD_TYPE=Debug -DPYAGENT_SANITIZE=ON -DCMAKE_C_COMPILER=clang -DPYAGENT_FAULT_INJECTION=ON) ;;
+  tsan) opts=(-DCMAKE_BUILD_TYPE=Debug -DPYAGENT_TSAN=ON -DCMAKE_C_COMPILER=clang -DPYAGENT_FAULT_INJECTION=ON) ;;
   package)
     opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DPYAGENT_FAULT_INJECTION=OFF
       -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON)

@@ -64,6 +64,20 @@ stage demo demo_check
 stage fresh-root tests/packaging/fresh_root.sh demo
 # The .deb packages, installed with apt-get on a fresh root.
 stage build-package scripts/build.sh package
+package_contents() { # what ships: glibc only, only the interposed exports, no fault injection
+  local n=0 f=0 c
+  for c in glibc_only exports no_fault_injection; do
+    if python3 tests/packaging/test_library.py --lib build/package/lib/libpyagent.so \
+      --test-lib build/release/lib/libpyagent.so --map shim/libpyagent.map "$c"; then
+      n=$((n + 1))
+    else
+      f=$((f + 1))
+    fi
+  done
+  echo "$n passed, $f failed"
+  [ "$f" = 0 ]
+}
+stage package-contents package_contents
 stage packages tests/packaging/fresh_root.sh packages build/package
 # deploy/Dockerfile's runtime image, built step by step in a fresh root (no Docker engine here).
 stage image tests/packaging/fresh_root.sh image build/package

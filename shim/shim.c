@@ -65,11 +65,6 @@ static void *next_sym(const char *name) {
     return dlsym(RTLD_NEXT, name);
 }
 
-/* Is the agent on in this very process? Not in a vfork child, which shares our memory. */
-int pa_shim_owner(void) {
-    return atomic_load(&active) && getpid() == agent_pid;
-}
-
 /* ---- the agent thread ---------------------------------------------------------------------- */
 
 static int ctl_wait(long ms) { /* returns 1 when asked to stop */
@@ -102,6 +97,7 @@ static int save(int final) {
     pa_error err;
     if (pa_py_verdict(&py, &err) != 0) {
         pa_sampler_stop();
+        pa_shim_set_owner(0);
         if (atomic_exchange(&active, 0))
             pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         return -1;
@@ -196,6 +192,7 @@ static int start_sampling(void) {
     if (pa_sampler_start(&err) != 0) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         atomic_store(&active, 0);
+        pa_shim_set_owner(0);
         return -1;
     }
     pa_sampler_arm_self();
@@ -276,6 +273,7 @@ static void fork_child(void) {
     pthread_mutex_init(&ctl_lock, NULL);
     pthread_cond_init(&ctl_cond, NULL);
     agent_pid = getpid();
+    pa_shim_set_owner(agent_pid);
     atomic_store(&finished, 0);
     pa_sampler_fork_child();
     pa_uploader_fork_child();
@@ -393,12 +391,13 @@ static void start_agent(void) {
     }
     if (cfg.native)
         set_up_native();
-    pa_py_initialized(); /* looks Py_IsInitialized up for the handler (pa_py_ready) */
+    pa_py_find_initialized(); /* for the handler (pa_py_ready) */
     agent_pid = getpid();
     pa_sampler_thread_begin(); /* the main thread */
     pa_threads_set_name((unsigned long)pthread_self(), "MainThread");
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atomic_store(&active, 1);
+    pa_shim_set_owner(agent_pid);
     if (start_sampling() != 0)
         return;
     watch_deaths();
@@ -475,7 +474,7 @@ static void follow_again(void) {
         pa_log(PA_LOG_WARN, "libpython was loaded again; native frames are off from now on");
         pa_sampler_set_native(0);
     }
-    pa_py_initialized();
+    pa_py_find_initialized();
     watch_deaths(); /* the interpreter's text moved */
     atomic_store(&unloaded, 0);
     pa_py_set_gone(0);

@@ -6,8 +6,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Is the agent on in this very process? Not in a vfork child, which shares our memory. */
+/* signals.c, signal-safe: is the agent on in this very process? Not in a vfork child, which
+ * shares our memory. shim.c says which process owns the agent state (0: the agent is off). */
 int pa_shim_owner(void);
+void pa_shim_set_owner(pid_t pid);
 /* Writes what was sampled before the image is replaced. */
 void pa_shim_before_exec(void);
 /* The final flush (exit's), from the death handler at a safe point. */

@@ -14,7 +14,13 @@
  *     the profile is written, then the process dies of that very signal (see "Deaths by
  *     signal" below and docs/architecture.md); sigaction reports SIG_DFL.
  * All of this only in the process that owns the agent state: a vfork child shares our
- * memory (CPython's resets signal handlers before exec) and must pass straight through. */
+ * memory (CPython's resets signal handlers before exec) and must pass straight through.
+ *
+ * SIGNAL-HANDLER SIDE: the wrapper around the program's handlers, the interposed sigaction,
+ * pthread_sigmask and sigprocmask (async-signal-safe in POSIX, so ours are too), and
+ * pa_shim_owner run in signal context with async-signal-safe calls only
+ * (tests/house/check_handler.py). The death handler is the one exception, by design: it runs
+ * the exit's flush, but only at a safe point ("Deaths by signal" below). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
@@ -43,6 +49,19 @@ static void *next_sym(const char *name) {
     (real_##name ? real_##name : (*(void **)&real_##name = next_sym(#name), real_##name))
 
 static __sighandler_t (*real_signal)(int, __sighandler_t);
+
+/* ---- whose process ------------------------------------------------------------------------ */
+
+static _Atomic pid_t owner_pid;
+
+int pa_shim_owner(void) {
+    pid_t p = atomic_load_explicit(&owner_pid, memory_order_acquire);
+    return p != 0 && p == getpid();
+}
+
+void pa_shim_set_owner(pid_t pid) {
+    atomic_store_explicit(&owner_pid, pid, memory_order_release);
+}
 
 /* ---- handlers the program installs --------------------------------------------------------- */
 

@@ -6,6 +6,8 @@ glibc_only: readelf -d names no library outside glibc (libc, libm, libdl, libpth
     the loader): libunwind, zlib and libgcc are linked in.
 exports: nm -D --defined-only is exactly the version script's global list.
 cmake_install: cmake --install puts every file where GNUInstallDirs says.
+no_fault_injection: the library (give the package build's) holds no fault-injection hook: not
+    the variable that enables it, not the walker's counter; the test build's does (--test-lib).
 nothing_else_mapped: a Python process under the agent maps no shared object that the same
     process without it does not map, except libpyagent.so itself (uploads off: libcurl is
     loaded only to upload)."""
@@ -39,6 +41,19 @@ def test_exports(a):
     wanted = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*;", glob))
     check(wanted, "no global symbol in %s" % a.map)
     check(exported == wanted, "exported %s; the version script says %s" % (sorted(exported), sorted(wanted)))
+
+
+def fault_hooks(lib):
+    with open(lib, "rb") as f:
+        data = f.read()
+    return [w for w in (b"PYAGENT_FAULT_INJECT", b"pa_walk_inject_every") if w in data]
+
+
+def test_no_fault_injection(a):
+    check(a.test_lib, "--test-lib (a test build's library, which must have the hooks) is needed")
+    check(fault_hooks(a.test_lib), "the test build %s has no fault-injection hook: the check sees nothing" % a.test_lib)
+    found = fault_hooks(a.lib)
+    check(not found, "%s holds fault-injection hooks: %s" % (a.lib, [w.decode() for w in found]))
 
 
 def mapped(argv, env):
@@ -91,6 +106,7 @@ def main():
     ap.add_argument("--map", required=True)
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--build", help="the build directory (cmake_install)")
+    ap.add_argument("--test-lib", help="a test build's library (no_fault_injection)")
     cases = {n[5:]: f for n, f in globals().items() if n.startswith("test_")}
     ap.add_argument("case", choices=sorted(cases))
     a = ap.parse_args()

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The house checks can fail: each is shown a violation and must report it.
+
+    tests/house/test_checks.py
+
+check_layers.py must report an upward include, an upward symbol reference and a cycle of
+files within a part; check_handler.py must find a call that is not async-signal-safe two calls
+below a root (through a local helper), and must not follow a function whose address is only
+taken. Exit status 0 when every check caught what it was shown."""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_handler  # noqa: E402
+import check_layers  # noqa: E402
+
+SRC = os.path.dirname(os.path.dirname(HERE))
+failures = []
+checks = [0]
+
+
+def expect(cond, what):
+    checks[0] += 1
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def layers():
+    p = lambda *a: os.path.join(SRC, *a)  # noqa: E731
+    up_inc = check_layers.check_parts([(p("agent", "frames.c"), p("shim", "shim.h"))], SRC, "include")
+    expect(len(up_inc) == 1 and "upward include" in up_inc[0] and "agent may use only base, profile" in up_inc[0],
+           "check_layers reports agent/ including a shim/ header: %r" % up_inc)
+    up_sym = check_layers.check_parts([(p("profile", "model.c"), p("collector", "store.c"), "pa_coll_x")], SRC,
+                                      "reference")
+    expect(len(up_sym) == 1 and "uses pa_coll_x" in up_sym[0],
+           "check_layers reports profile/ using a collector/ symbol: %r" % up_sym)
+    down = check_layers.check_parts([(p("uploader", "send.c"), p("base", "log.c"), "pa_log")], SRC, "reference")
+    expect(down == [], "check_layers accepts uploader/ using base/: %r" % down)
+    loop = check_layers.check_cycles([(p("collector", "a.c"), p("collector", "b.c"), "f"),
+                                      (p("collector", "b.c"), p("collector", "c.c"), "g"),
+                                      (p("collector", "c.c"), p("collector", "a.c"), "h")], SRC)
+    expect(len(loop) == 1 and "cycle in collector/" in loop[0], "check_layers reports a cycle of three files: %r" % loop)
+    chain = check_layers.check_cycles([(p("collector", "a.c"), p("collector", "b.c"), "f")], SRC)
+    expect(chain == [], "check_layers accepts a chain: %r" % chain)
+
+
+def handler():
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = os.path.join(tmp, "bad_handler.c.o")
+        subprocess.run(["cc", "-O2", "-ffunction-sections", "-c", os.path.join(HERE, "fixtures", "bad_handler.c"),
+                        "-o", obj], check=True)
+        o = check_handler.Obj(obj, "tests/house/fixtures/bad_handler.c")
+        check_handler.ROOTS[:] = [("tests/house/fixtures/bad_handler.c", "bad_root")]
+        seen, external = check_handler.reachable([o])
+        names = {fn for _, fn in seen}
+        expect("helper" in names or any(n.startswith("helper.") for n in names),
+               "check_handler follows a call to a local helper: %r" % sorted(names))
+        expect("malloc" in external and "malloc" not in check_handler.ALLOWED,
+               "check_handler finds malloc two calls below the root: %r" % sorted(external))
+        expect("only_stored" not in names and "strdup" not in external,
+               "check_handler does not follow a function whose address is only taken: %r" % sorted(names))
+
+
+layers()
+handler()
+print("%d passed, %d failed" % (checks[0] - len(failures), len(failures)))
+sys.exit(1 if failures else 0)
