@@ -247,9 +247,6 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         pa_chain(sig, si, uc, &app_prof);
         return;
     }
-    /* Re-arm first, whatever happens next: a perf event left un-refreshed (while sampling is
-     * paused around a fork, say) would never signal again. */
-    pa_timer_rearm(si);
     if (!atomic_load_explicit(&pa_handler_running, memory_order_acquire))
         return;
     atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);

@@ -69,15 +69,10 @@ int pa_reg_arm(struct pa_thread_rec *r) {
     const struct pa_handler_config *cfg = pa_handler_config();
     /* Wall mode too: a CPU-time timer samples the thread while it runs; the wall tick
      * thread counts its time off a CPU without signalling it (wall.c). */
-    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg->rate, pa_reg_timer_want);
+    int kind = pa_timer_arm(&c->timer, r->tid, r->pthread, cfg->rate, pa_reg_timer_want,
+                            !atomic_load(&c->blocked));
     if (kind == PA_TIMER_NONE)
         return -1;
-    if (!atomic_load(&c->blocked) && pa_timer_resume(&c->timer) != 0) {
-        int e = errno;
-        pa_timer_disarm(&c->timer);
-        errno = e;
-        return -1;
-    }
     atomic_store(&c->armed, 1);
     pa_ctl_apply(c); /* the thread may have blocked SIGPROF meanwhile */
     atomic_fetch_or(&pa_reg_armed_kinds, 1u << kind);

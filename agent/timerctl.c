@@ -26,6 +26,10 @@ void pa_ctl_apply(struct pa_thread_ctl *c) {
             else
                 pa_timer_resume(&c->timer);
         } while (b != atomic_load(&c->blocked));
+        /* Released meanwhile (the registry stopped waiting for us): a perf event this resume
+         * made must not outlive it. */
+        if (!atomic_load(&c->armed))
+            pa_timer_pause(&c->timer);
     }
     atomic_fetch_sub(&c->users, 1);
 }

@@ -1,45 +1,56 @@
 /* timers.c: the per-thread timer sources (see timers.h).
  *
- * SIGNAL-HANDLER SIDE: pa_timer_is_ours and pa_timer_rearm (a bitmap read and an ioctl),
- * pa_timer_pause and pa_timer_resume (an ioctl or timer_settime).
- * Everything else runs in normal context under the sampler's registry lock. */
+ * SIGNAL-HANDLER SIDE: pa_timer_is_ours (a bitmap read); pa_timer_pause and pa_timer_resume
+ * (timer_settime, or for a perf event munmap, and the helper process that makes a new one:
+ * clone, perf_event_open, fcntl, mmap, ioctl, close, waitpid, system calls only, no lock) run
+ * on a thread that changes its signal mask. Everything else runs in normal context under the
+ * registry's lock.
+ *
+ * A perf event lives as long as a reference to its file: a descriptor, or the mapping of its
+ * ring buffer. Any descriptor made in the program's table, even for the microseconds of a
+ * set-up, can be seen: a program that closes descriptor 0 and opens a file expects 0 back, a
+ * child forked meanwhile inherits it, dup2 onto it fails with EBUSY (CPython's test_subprocess
+ * saw each). So the event is made by a helper: a child process made with clone(CLONE_VM |
+ * CLONE_VFORK) and no CLONE_FILES, which shares our memory but works in a copy of the
+ * descriptor table. It opens the event for our thread, points its signal at that thread, maps
+ * the ring (in the memory we share, so the mapping is ours) and exits; its copy of the table,
+ * the only one that ever held the descriptor, goes with it. The calling thread waits for it
+ * (vfork semantics), about 60 us here. The helper sends no SIGCHLD (its exit signal is 0), so
+ * wait() and waitpid(-1) in the program never see it; we reap it with __WCLONE. The price of
+ * having no descriptor: an event cannot be disabled, so pausing ends it (munmap) and
+ * resuming makes a new one, and an event without a ring (beyond the locked-memory allowance)
+ * is not used. */
 #include "timers.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
-#include <stdatomic.h>
+#include <sched.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "../base/realfns.h"
 
 enum { FD_BITS = 65536 };
 
 /* The address marks our POSIX timers' signals (sigev_value). */
 static const char cookie = 't';
-/* Descriptors that ever carried one of our perf events. A signal already queued when an
- * event is closed arrives afterwards: it must still be recognized (and ignored), never be
- * taken for the program's, whose default SIGPROF action ends the process. Only a program that
- * itself asks for SIGPROF on a reused descriptor number (F_SETSIG) could be confused. */
+/* Descriptor numbers that carried one of our perf events while the helper set it up: its
+ * signals carry that number in si_fd (the kernel keeps the number given with O_ASYNC), a
+ * number of the helper's table. A signal already queued when an event ends arrives afterwards
+ * too: it must still be recognized (and ignored), never be taken for the program's, whose
+ * default SIGPROF action ends the process. Only a program that itself asks for SIGPROF on such
+ * a number (F_SETSIG) could be confused. */
 static _Atomic uint64_t perf_fds[FD_BITS / 64];
-/* Descriptors whose event must be re-armed after each signal (no ring buffer). */
-static _Atomic uint64_t perf_refresh[FD_BITS / 64];
-enum { RING_BYTES = 2 * 4096 }; /* the control page and one data page */
-static int perf_denied;         /* perf_event_open refused once: do not ask again */
-
-static void fd_mark(_Atomic uint64_t *set, int fd, int on) {
-    if (fd < 0 || fd >= FD_BITS)
-        return;
-    if (on)
-        atomic_fetch_or(&set[fd / 64], 1ULL << (fd % 64));
-    else
-        atomic_fetch_and(&set[fd / 64], ~(1ULL << (fd % 64)));
-}
+enum { RING_BYTES = 2 * 4096 };  /* the control page and one data page */
+static _Atomic int perf_denied;  /* perf_event_open refused once: do not ask again */
+static _Atomic int helper_fails; /* clone refused once (a seccomp filter): POSIX timers */
 
 int pa_timer_is_ours(const siginfo_t *si) {
     if (si->si_code == SI_TIMER)
@@ -50,13 +61,6 @@ int pa_timer_is_ours(const siginfo_t *si) {
                 (si->si_fd % 64)) &
                1;
     return 0;
-}
-
-void pa_timer_rearm(const siginfo_t *si) {
-    int fd = si->si_fd;
-    if (si->si_code != SI_TIMER && fd >= 0 && fd < FD_BITS &&
-        ((atomic_load_explicit(&perf_refresh[fd / 64], memory_order_relaxed) >> (fd % 64)) & 1))
-        ioctl(fd, PERF_EVENT_IOC_REFRESH, 1); /* harmless on a closed descriptor */
 }
 
 static int arm_posix(struct pa_timer *t, clockid_t clock, pid_t tid, unsigned rate) {
@@ -74,67 +78,125 @@ static int arm_posix(struct pa_timer *t, clockid_t clock, pid_t tid, unsigned ra
     return 0;
 }
 
-static int arm_perf(struct pa_timer *t, pid_t tid, unsigned rate) {
-    if (perf_denied) {
-        errno = EACCES;
-        return -1;
-    }
+/* What the helper is asked to make, and what it made. */
+struct perf_job {
+    pid_t tid;
+    long period_ns;
+    void *ring; /* the running event, or NULL */
+    int err;    /* errno of the step that failed */
+};
+
+/* The helper's whole life (a process of its own, on a stack in our memory): system calls
+ * only; errno is the calling thread's (the helper shares its thread pointer), which the
+ * caller restores. */
+static int perf_helper(void *arg) {
+    struct perf_job *job = arg;
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.type = PERF_TYPE_SOFTWARE;
     a.size = sizeof a;
     a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = 1000000000ULL / rate;
+    a.sample_period = (uint64_t)job->period_ns;
     a.wakeup_events = 1;
-    a.disabled = 1;
+    a.disabled = 1; /* until its signal goes to the thread */
     /* Only overflows in user mode signal: one raised while the thread is in the kernel would
      * be delivered into the system call it is entering, and a call such as nanosleep then
      * returns EINTR (a CPU-time profiler must never interrupt a blocked thread). The price:
-     * time spent inside system calls is not sampled by perf events. */
+     * time spent inside system calls is not sampled by perf events (handler.c weighs each
+     * sample by the thread's CPU clock instead). */
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    int fd = (int)syscall(SYS_perf_event_open, &a, job->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
-        if (errno == EACCES || errno == EPERM || errno == ENOSYS || errno == ENOENT)
-            perf_denied = 1;
-        return -1;
+        job->err = errno;
+        return 0;
     }
-    if (fd < 3) {
-        /* Never in a standard stream's slot: a program (or a child started with its stdin
-         * closed) that finds 0, 1 or 2 open behaves differently (test_posix's close_file). */
-        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        close(fd);
-        if (high < 0)
-            return -1;
-        fd = high;
+    /* The signal and its owner before O_ASYNC, which starts signalling (SIGIO by default). */
+    struct f_owner_ex owner = {F_OWNER_TID, job->tid};
+    if (fcntl(fd, F_SETSIG, SIGPROF) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+        job->err = errno;
+        return 0;
     }
-    struct f_owner_ex owner = {F_OWNER_TID, tid};
-    if (fcntl(fd, F_SETFL, O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
-        fcntl(fd, F_SETOWN_EX, &owner) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
+    if (fd < FD_BITS) /* before any signal can carry the number */
+        atomic_fetch_or(&perf_fds[fd / 64], 1ULL << (fd % 64));
+    if (fcntl(fd, F_SETFL, O_ASYNC) != 0) {
+        job->err = errno;
+        return 0;
     }
-    fd_mark(perf_fds, fd, 1);
-    /* With a ring buffer the event signals every overflow by itself; without one it has to
-     * be re-armed (an ioctl) after each signal, which costs about 10 us per sample on a VM.
-     * The ring is mapped read-only: the kernel then overwrites old records and never waits
-     * for us to consume them, so the handler has nothing to do. Unprivileged users have a
-     * small locked-memory allowance for these rings (perf_event_mlock_kb): beyond it, the
-     * event falls back to re-arming. */
-    t->ring = mmap(NULL, RING_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    if (t->ring == MAP_FAILED)
-        t->ring = NULL;
-    fd_mark(perf_refresh, fd, t->ring == NULL);
-    t->fd = fd; /* created disabled: pa_timer_resume starts it */
-    return 0;
+    /* The ring signals every overflow by itself (no re-arming) and holds the event once the
+     * descriptor is gone. It is mapped read-only: the kernel then overwrites old records and
+     * never waits for us to consume them. Unprivileged users have a small locked-memory
+     * allowance for these rings (perf_event_mlock_kb): beyond it, no perf event. */
+    void *ring = mmap(NULL, RING_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    if (ring == MAP_FAILED) {
+        job->err = errno;
+        return 0;
+    }
+    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+        job->err = errno;
+        munmap(ring, RING_BYTES);
+        return 0;
+    }
+    job->ring = ring;
+    return 0; /* exit: the helper's descriptor table, and the descriptor, go with it */
 }
 
-int pa_timer_resume(const struct pa_timer *t) {
-    if (t->kind == PA_TIMER_PERF)
-        return t->ring ? ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0)
-                       : ioctl(t->fd, PERF_EVENT_IOC_REFRESH, 1);
+/* Makes a running perf event for thread tid and returns its ring (which holds it); NULL with
+ * errno set if it cannot be had. */
+static void *perf_start(pid_t tid, long period_ns) {
+    if (atomic_load(&perf_denied) || atomic_load(&helper_fails)) {
+        errno = EACCES;
+        return NULL;
+    }
+    struct perf_job job = {tid, period_ns, NULL, 0};
+    /* The helper's stack, on ours while we wait for it (the helper makes a handful of system
+     * calls). Every signal is blocked around it: the helper inherits the mask, and no handler
+     * of the program's may run on the helper. */
+    unsigned char stack[4096] __attribute__((aligned(16)));
+    sigset_t all, old;
+    sigfillset(&all);
+    pa_real_pthread_sigmask(SIG_SETMASK, &all, &old);
+    int saved = errno;
+    pid_t pid = clone(perf_helper, stack + sizeof stack, CLONE_VM | CLONE_VFORK, &job);
+    int clone_err = errno;
+    if (pid > 0)
+        while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
+            ;
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid <= 0) {
+        atomic_store(&helper_fails, 1);
+        errno = clone_err;
+        return NULL;
+    }
+    errno = saved;
+    if (!job.ring) {
+        int e = job.err ? job.err : EAGAIN;
+        if (e == EACCES || e == EPERM || e == ENOSYS || e == ENOENT)
+            atomic_store(&perf_denied, 1);
+        errno = e;
+    }
+    return job.ring;
+}
+
+/* Ends the event whose ring this is: the mapping is its last reference. */
+static void perf_stop(struct pa_timer *t) {
+    void *ring = atomic_exchange(&t->ring, NULL);
+    if (ring)
+        munmap(ring, RING_BYTES);
+}
+
+int pa_timer_resume(struct pa_timer *t) {
+    if (t->kind == PA_TIMER_PERF) {
+        if (atomic_load(&t->ring))
+            return 0;
+        void *ring = perf_start(t->tid, t->period_ns);
+        if (!ring)
+            return -1;
+        void *none = NULL;
+        if (!atomic_compare_exchange_strong(&t->ring, &none, ring))
+            munmap(ring, RING_BYTES); /* another resume won */
+        return 0;
+    }
     if (t->kind == PA_TIMER_NONE)
         return 0;
     struct itimerspec its = {{t->period_ns / 1000000000L, t->period_ns % 1000000000L},
@@ -142,74 +204,60 @@ int pa_timer_resume(const struct pa_timer *t) {
     return timer_settime(t->timer, 0, &its, NULL);
 }
 
-void pa_timer_pause(const struct pa_timer *t) {
-    if (t->kind == PA_TIMER_PERF) {
-        ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
-    } else if (t->kind != PA_TIMER_NONE) {
+void pa_timer_pause(struct pa_timer *t) {
+    perf_stop(t); /* also an event a resume made while the timer was being released */
+    if (t->kind == PA_TIMER_CPU) {
         struct itimerspec off;
         memset(&off, 0, sizeof off);
         timer_settime(t->timer, 0, &off, NULL);
     }
 }
 
-int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want) {
+int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want,
+                 int start) {
     if (t->kind != PA_TIMER_NONE)
         return t->kind;
-    t->fd = -1;
-    t->ring = NULL;
-    /* perf events first (any rate); POSIX CPU timers (no descriptor) are the fallback. Taking
-     * POSIX timers first within the kernel tick lost spawn workers' samples at SIGTERM
-     * (pool_workers): open, docs/harmless.md class 10. */
-    int perf_first = want == PA_WANT_PERF || want == PA_WANT_AUTO;
-    if (perf_first && arm_perf(t, tid, rate) == 0)
-        return t->kind = PA_TIMER_PERF;
-    if (want == PA_WANT_PERF)
-        return PA_TIMER_NONE;
+    atomic_store(&t->ring, NULL);
+    t->tid = tid;
+    t->period_ns = 1000000000L / (long)rate;
+    /* perf events first (any rate, and never inside a system call); POSIX CPU timers are the
+     * fallback. A stopped perf timer has no event: one is made (to learn whether the kernel
+     * gives one) and ended at once, and pa_timer_resume makes it again. */
+    if (want == PA_WANT_PERF || want == PA_WANT_AUTO) {
+        void *ring = perf_start(tid, t->period_ns);
+        if (ring) {
+            if (start)
+                atomic_store(&t->ring, ring);
+            else
+                munmap(ring, RING_BYTES);
+            return t->kind = PA_TIMER_PERF;
+        }
+        if (want == PA_WANT_PERF)
+            return PA_TIMER_NONE;
+    }
     clockid_t clock;
-    if (pthread_getcpuclockid(pthread, &clock) == 0 && arm_posix(t, clock, tid, rate) == 0)
-        return t->kind = PA_TIMER_CPU;
-    if (want == PA_WANT_AUTO && !perf_first && arm_perf(t, tid, rate) == 0)
-        return t->kind = PA_TIMER_PERF;
+    if (pthread_getcpuclockid(pthread, &clock) != 0 || arm_posix(t, clock, tid, rate) != 0)
+        return PA_TIMER_NONE;
+    t->kind = PA_TIMER_CPU;
+    if (start && pa_timer_resume(t) != 0) {
+        int e = errno;
+        pa_timer_disarm(t);
+        errno = e;
+    }
     return t->kind;
 }
 
-/* Is fd still the perf event we opened? A program may have closed it and reused the number
- * (daemons close every descriptor): then it must not be closed by us. */
-static int still_perf(int fd) {
-    char path[64], target[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n <= 0)
-        return 0;
-    target[n] = 0;
-    return strcmp(target, "anon_inode:[perf_event]") == 0;
-}
-
 void pa_timer_disarm(struct pa_timer *t) {
-    if (t->kind == PA_TIMER_PERF) {
-        if (still_perf(t->fd)) {
-            ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
-            close(t->fd);
-        }
-        if (t->ring)
-            munmap(t->ring, RING_BYTES);
-    } else if (t->kind != PA_TIMER_NONE) {
+    if (t->kind == PA_TIMER_PERF)
+        perf_stop(t);
+    else if (t->kind != PA_TIMER_NONE)
         timer_delete(t->timer);
-    }
     t->kind = PA_TIMER_NONE;
-    t->fd = -1;
-    t->ring = NULL;
 }
 
 void pa_timer_forget(struct pa_timer *t) {
-    /* The event belongs to the parent's thread; the child's copy of the descriptor only
-     * keeps it alive. Closing our copy leaves the parent's untouched. */
-    if (t->kind == PA_TIMER_PERF) {
-        if (still_perf(t->fd))
-            close(t->fd);
-    }
-    /* Perf rings are not inherited (the kernel maps them VM_DONTCOPY): nothing to unmap. */
+    /* Perf rings are not inherited (the kernel maps them VM_DONTCOPY): what was their ring's
+     * address may hold anything here; never unmap it. */
+    atomic_store(&t->ring, NULL);
     t->kind = PA_TIMER_NONE;
-    t->fd = -1;
-    t->ring = NULL;
 }

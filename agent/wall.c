@@ -27,8 +27,12 @@
 static int tick_started; /* under pa_reg_lock */
 
 /* What thread tid waits in: the system call number (-1: running or runnable) and its first
- * argument, from /proc/self/task/TID/syscall. Only with a descriptor table of our own (see
- * tick_private_descriptors). */
+ * argument, from /proc/self/task/TID/syscall, hundreds of times a second. Only with a
+ * descriptor table of our own (base/threads.h, PA_THREAD_PRIVATE_FILES): in the program's
+ * each open() would take a number the program may have just closed to take back. Where the
+ * kernel refuses one (a seccomp filter, as Docker's default one without CAP_SYS_ADMIN),
+ * waiting threads are counted without their <idle> or <waiting for the GIL> leaf, and the log
+ * says so once. */
 static int tick_reads_proc;
 
 static void waiting_in(pid_t tid, struct pa_other_thread *o) {
@@ -90,42 +94,12 @@ static void wall_tick(uint64_t elapsed) {
     }
 }
 
-/* The tick thread's descriptors are its own: it opens /proc/self/task/TID/syscall for each
- * waiting thread, hundreds of times a second, and each open() takes the lowest free number
- * of the table it opens in. In the program's table that is a number the program has just
- * closed and means to take back (close(0) then open() must give 0; dup2 onto it fails with
- * EBUSY while our open() holds it; our close() then closes the program's new descriptor).
- * unshare(CLONE_FILES) gives this thread a private copy of the table, which it empties at
- * once, so that no file of the program's is kept open by the copy (a pipe's reader would
- * never see EOF). Refused (a seccomp filter, as Docker's default one without
- * CAP_SYS_ADMIN), wall mode does without /proc: waiting threads are then counted without
- * their <idle> or <waiting for the GIL> leaf, and the log says so once. */
-static void tick_private_descriptors(void) {
-    if (unshare(CLONE_FILES) != 0) {
-        pa_log(PA_LOG_WARN,
-               "wall mode: cannot give the tick thread descriptors of its own (%s); "
-               "waiting threads are counted without <idle> or <waiting for the "
-               "GIL>",
-               strerror(errno));
-        return;
-    }
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
-#endif
-    {
-        struct rlimit lim;
-        long top = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 1048576
-                       ? (long)lim.rlim_cur
-                       : 1048576;
-        for (long fd = 0; fd < top; fd++)
-            close((int)fd);
-    }
-    tick_reads_proc = 1;
-}
-
 static void *tick_main(void *arg) {
     (void)arg;
-    tick_private_descriptors();
+    tick_reads_proc = pa_thread_private_files();
+    if (!tick_reads_proc)
+        pa_log(PA_LOG_WARN, "wall mode: no descriptor table of its own for the tick thread; "
+                            "waiting threads are counted without <idle> or <waiting for the GIL>");
     /* The guarded reads need SIGSEGV and SIGBUS (synchronous: only this thread's faults). */
     sigset_t faults;
     sigemptyset(&faults);
@@ -161,7 +135,7 @@ static void *tick_main(void *arg) {
 
 void pa_wall_start(void) {
     if (!tick_started)
-        tick_started = pa_agent_thread_spawn(tick_main) == 0;
+        tick_started = pa_agent_thread_spawn(tick_main, PA_THREAD_PRIVATE_FILES) == 0;
 }
 
 void pa_wall_fork_child(void) {

@@ -1,12 +1,19 @@
 /* threads.c: starting the agent's own threads and keeping their CPU clocks (see threads.h). */
 #include "threads.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 #include "realfns.h"
 
 enum { AGENT_THREADS_MAX = 8 };
@@ -14,8 +21,9 @@ enum { AGENT_THREADS_MAX = 8 };
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static clockid_t live_clock[AGENT_THREADS_MAX];
 static int live[AGENT_THREADS_MAX];
-static uint64_t gone_ns;      /* CPU of agent threads that ended (under lock) */
-static __thread int tls_slot; /* this agent thread's slot + 1 */
+static uint64_t gone_ns;         /* CPU of agent threads that ended (under lock) */
+static __thread int tls_slot;    /* this agent thread's slot + 1 */
+static __thread int tls_private; /* this thread's descriptor table is its own */
 
 static void begin(void) {
     clockid_t c;
@@ -41,24 +49,53 @@ static void end(void) {
     tls_slot = 0;
 }
 
+/* A private copy of the descriptor table, emptied (PA_THREAD_PRIVATE_FILES). */
+static void private_files(void) {
+    if (unshare(CLONE_FILES) != 0) {
+        pa_log(PA_LOG_DEBUG, "a thread of ours works in the program's descriptor table: %s",
+               strerror(errno));
+        return;
+    }
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+#endif
+    {
+        struct rlimit lim;
+        long top = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 1048576
+                       ? (long)lim.rlim_cur
+                       : 1048576;
+        for (long fd = 0; fd < top; fd++)
+            close((int)fd);
+    }
+    tls_private = 1;
+}
+
+int pa_thread_private_files(void) {
+    return tls_private;
+}
+
 struct start {
     void *(*fn)(void *);
+    int flags;
 };
 
 static void *thread_main(void *arg) {
     struct start s = *(struct start *)arg;
     free(arg);
+    if (s.flags & PA_THREAD_PRIVATE_FILES)
+        private_files();
     begin();
     void *r = s.fn(NULL);
     end();
     return r;
 }
 
-int pa_agent_thread_spawn(void *(*fn)(void *)) {
+int pa_agent_thread_spawn(void *(*fn)(void *), int flags) {
     struct start *s = malloc(sizeof *s);
     if (!s)
         return -1;
     s->fn = fn;
+    s->flags = flags;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -155,7 +155,8 @@ int pa_names_start(void) {
         return -1;
     }
     api_generation = pa_py_generation();
-    if (pa_agent_thread_spawn(namer_main) != 0)
+    /* Not PA_THREAD_PRIVATE_FILES: it calls into Python, which may run the program's code. */
+    if (pa_agent_thread_spawn(namer_main, 0) != 0)
         return -1;
     started = 1;
     pa_names_wake();

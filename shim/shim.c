@@ -172,7 +172,7 @@ static void need_agent_thread(void) {
     if (atomic_exchange(&agent_started, 1))
         return;
     ctl_stop = 0;
-    if (pa_agent_thread_spawn(agent_main) != 0)
+    if (pa_agent_thread_spawn(agent_main, PA_THREAD_PRIVATE_FILES) != 0)
         pa_log(PA_LOG_WARN, "cannot start the agent thread; the profile is written at exit only");
 }
 

@@ -34,6 +34,7 @@ ROOTS = [
     ("shim/signals.c", "sigprocmask"),
     ("shim/signals.c", "sigaction"),
     ("agent/native.c", "guarded_access_mem"),  # libunwind calls it while unwinding in the handler
+    ("agent/timers.c", "perf_helper"),  # the helper process that makes a perf event (clone)
 ]
 
 HANDLER_FILES = {
@@ -56,6 +57,8 @@ ALLOWED = {
     "mmap": "glibc: a bare system call (no lock, no allocation)",
     "munmap": "glibc: a bare system call",
     "sigtimedwait": "glibc: a bare system call (rt_sigtimedwait)",
+    "clone": "glibc: the system call, as its own posix_spawn makes its helper (CLONE_VM|CLONE_VFORK)",
+    "waitpid": "POSIX",
     # glibc: memory reads, or compiler support
     "__errno_location": "glibc: the address of the thread's errno (TLS)",
     "pthread_self": "glibc: reads the thread pointer",

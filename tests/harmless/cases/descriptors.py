@@ -1,10 +1,10 @@
-# harmless: modes=cpu-tick,wall,native timeout=60 env=PYAGENT_TIMER=cpu
+# harmless: timeout=60
 """Harms 9-10 (descriptors): the descriptors a program and its children see are their own.
 The program lists its descriptors after its main thread and a second thread have run (every
 timer armed), and runs a Python child with close_fds that lists its own: the child must see
-only 0, 1 and 2 (a descriptor of ours, at 512 before, was visible there). With POSIX timers
-(PYAGENT_TIMER=cpu here, and wall mode) the agent needs no descriptor at all; a perf-event
-timer is one descriptor per thread (docs/architecture.md, "Timers and modes")."""
+only 0, 1 and 2 (a descriptor of ours, at 512 before, was visible there). In every mode: a
+perf-event timer is held by its ring mapping alone and is made in a helper with a table of its
+own, and POSIX timers need no descriptor (docs/architecture.md, "Timers and modes")."""
 import os
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-# harmless: modes=native timeout=60 env=PYAGENT_TIMER=cpu
+# harmless: modes=native timeout=60
 """Harm 10: a program that closes every descriptor and then opens its own files must find
 them as it left them. The native unwinder must not read from, write to or close descriptors
 it once opened (libunwind's address-validation pipe), whose numbers now belong to the
