@@ -329,7 +329,9 @@ static uint32_t trie_child(struct trie *t, uint32_t parent, uint32_t frame) {
     return i;
 }
 
-static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, int which) {
+/* Adds p's stacks; node_of, when given, gets each stack's node (where it ends). */
+static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, int which,
+                     uint32_t *node_of) {
     size_t nstacks = pa_profile_stack_count(p);
     for (size_t s = 0; s < nstacks; s++) {
         size_t n;
@@ -340,7 +342,44 @@ static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, i
             node = trie_child(t, node, map ? map[ids[k]] : ids[k]);
         if (node != UINT32_MAX)
             t->self[which][node] += count;
+        if (node_of)
+            node_of[s] = node;
     }
+}
+
+/* "time":{"w":BUCKET_MS,"t0":FIRST,"node":[...],"b":[...],"n":[...]}: the samples per tree
+ * node and bucket (b counts buckets from t0), in time order. */
+static void put_time(pa_buf *out, const pa_profile *p, const uint32_t *node_of) {
+    size_t n = pa_profile_time_count(p);
+    size_t *order = pa_profile_time_order(p);
+    int64_t t0 = pa_profile_time_first(p);
+    uint32_t w = pa_profile_bucket_ms(p);
+    pa_buf_printf(out, ",\"time\":{\"w\":%u,\"t0\":%lld,\"node\":[", w, (long long)t0);
+    for (size_t i = 0; i < n; i++) {
+        size_t s;
+        pa_profile_time_at(p, order[i], &s, NULL, NULL);
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, node_of[s]);
+    }
+    pa_buf_puts(out, "],\"b\":[");
+    for (size_t i = 0; i < n; i++) {
+        int64_t t;
+        pa_profile_time_at(p, order[i], NULL, &t, NULL);
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, (uint64_t)((t - t0) / w));
+    }
+    pa_buf_puts(out, "],\"n\":[");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c;
+        pa_profile_time_at(p, order[i], NULL, NULL, &c);
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, c);
+    }
+    pa_buf_puts(out, "]}");
+    free(order);
 }
 
 static void put_meta(pa_buf *out, const pa_profile *p) {
@@ -379,9 +418,12 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
         }
     }
     struct trie t = {0};
-    trie_add(&t, cur, NULL, 0);
+    uint32_t *node_of = NULL;
+    if (pa_profile_time_count(cur))
+        node_of = pa_xrealloc(NULL, (pa_profile_stack_count(cur) + 1) * sizeof *node_of);
+    trie_add(&t, cur, NULL, 0, node_of);
     if (base)
-        trie_add(&t, base, map, 1);
+        trie_add(&t, base, map, 1, NULL);
 
     size_t nframes = pa_profile_frame_count(u);
     pa_frame_info *fi = pa_xrealloc(NULL, (nframes + 1) * sizeof *fi);
@@ -432,6 +474,40 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
             pa_buf_append(out, ",", 1);
         put_u64(out, (uint64_t)fi[id].kind);
     }
+    /* Instructions (PYAGENT_OPCODES): offset (-1: none) and opcode name (an index into
+     * "ops", 0: none), only when some frame has one. */
+    int any_instr = 0;
+    for (uint32_t id = 0; id < nframes && !any_instr; id++)
+        any_instr = fi[id].offset >= 0;
+    if (any_instr) {
+        pa_profile *ops = pa_profile_new();
+        pa_profile_intern(ops, "", 0);
+        pa_buf_puts(out, "],\"off\":[");
+        for (uint32_t id = 0; id < nframes; id++)
+            pa_buf_printf(out, id ? ",%lld" : "%lld", (long long)fi[id].offset);
+        pa_buf_puts(out, "],\"op\":[");
+        for (uint32_t id = 0; id < nframes; id++)
+            pa_buf_printf(out, id ? ",%u" : "%u",
+                          fi[id].op ? pa_profile_intern(ops, fi[id].op, fi[id].op_len) : 0);
+        pa_buf_puts(out, "],\"ops\":[");
+        size_t nops = pa_profile_frame_count(ops);
+        for (uint32_t i = 0; i < nops; i++) {
+            size_t len;
+            const char *op = pa_profile_frame(ops, i, &len);
+            const char *basename = i ? pa_opcode_base(op, len) : NULL;
+            if (i)
+                pa_buf_append(out, ",", 1);
+            /* "NAME" or "NAME|BASE" for a specialized instruction */
+            pa_buf_append(out, "\"", 1);
+            pa_buf_json_str(out, op, len);
+            if (basename) {
+                pa_buf_puts(out, "|");
+                pa_buf_puts(out, basename);
+            }
+            pa_buf_append(out, "\"", 1);
+        }
+        pa_profile_free(ops);
+    }
     /* files[0] is "no file", so file indexes above are 1-based */
     pa_buf_puts(out, "]},\"files\":[\"\"");
     size_t nfiles = pa_profile_frame_count(files);
@@ -468,7 +544,11 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
             put_u64(out, t.self[1][i]);
         }
     }
-    pa_buf_puts(out, "]}}");
+    pa_buf_puts(out, "]}");
+    if (node_of)
+        put_time(out, cur, node_of);
+    pa_buf_puts(out, "}");
+    free(node_of);
 
     pa_tree_free(&t.tree);
     free(t.self[0]);
