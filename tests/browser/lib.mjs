@@ -82,9 +82,9 @@ export async function waitFor(page, fn, arg, timeout = 30000) {
 // per bucket, split between two instructions of line 20) and phase_b for the last 3 s (2 per
 // bucket); worker-1 polls through all 6 s (1 per bucket). 900 samples in all.
 export const T0_MS = 1763750000000;
-export function timedProfile(out) {
+export function timedProfile(out, t0 = T0_MS) {
   const lines = ['# pyagent 1 rate=100 mode=cpu pid=4242 python=3.12.1 program=/srv/app/main.py ' +
-    `achieved_rate=97 cpu_s=9.000 dropped=0 truncated=2 unreadable=0 bucket_ms=20 t0_ms=${T0_MS}`];
+    `achieved_rate=97 cpu_s=9.000 dropped=0 truncated=2 unreadable=0 bucket_ms=20 t0_ms=${t0}`];
   const runs = (from, to, c) => `#t ${from}:` + Array(to - from).fill(c).join(',');
   const main = 'thread:MainThread;<module> (/srv/app/main.py:40);main (/srv/app/main.py:31)';
   lines.push(`${main};phase_a (/srv/app/main.py:20) @40 BINARY_OP 150`, runs(0, 150, 1));
