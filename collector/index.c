@@ -1,7 +1,8 @@
 /* index.c: the HTML index at GET / — applications, their label sets and time coverage, links
- * to reports for common ranges, and per application a timeline of sample counts whose bars
- * link to the flamegraph of their slice. Every string from the database is escaped: label
- * values come from the network. No JavaScript: the page is links and an inline SVG. */
+ * to reports for common ranges, and per application a timeline of sample counts on which a
+ * range (or two) is selected to open its flamegraph, time heatmap, source heatmap or the diff
+ * of the two (collector/assets/index.js). Every string from the database is escaped: label
+ * values come from the network, and reach the script only as JSON inside the page. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,9 @@
 
 #include "query.h"
 #include "units.h"
+
+extern const unsigned char pa_asset_coll_index_js[], pa_asset_coll_index_css[];
+extern const size_t pa_asset_coll_index_js_len, pa_asset_coll_index_css_len;
 
 static void html(pa_buf *b, const char *s) {
     pa_buf_html_str(b, s, strlen(s));
@@ -76,15 +80,12 @@ static void when(pa_buf *b, int64_t t) {
 }
 
 static void head(pa_buf *b, const char *title) {
-    pa_buf_puts(b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>");
+    pa_buf_puts(b, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+                   "<meta name=\"color-scheme\" content=\"light dark\"><title>");
     html(b, title);
-    pa_buf_puts(b, "</title><style>"
-                   "body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
-                   "table{border-collapse:collapse}td,th{padding:.3em .8em;text-align:left;"
-                   "border-bottom:1px solid #ddd;vertical-align:top}"
-                   "code{background:#f4f4f4;padding:0 .2em}.n{text-align:right}"
-                   "svg rect{fill:#e8743b}svg a:hover rect{fill:#b3401a}"
-                   "</style></head><body>");
+    pa_buf_puts(b, "</title><style>");
+    pa_buf_append(b, pa_asset_coll_index_css, pa_asset_coll_index_css_len);
+    pa_buf_puts(b, "</style></head><body>");
 }
 
 static void ranges(pa_buf *b, const char *path, const char *sel, const char *extra) {
@@ -113,43 +114,58 @@ static void series_links(pa_buf *b, const char *sel) {
     ranges(b, "/render", sel, "&format=folded");
 }
 
-/* An SVG bar chart of samples per bucket; each bar links to its slice's flamegraph. */
+static void json_str(pa_buf *b, const char *s) {
+    pa_buf_puts(b, "\"");
+    pa_buf_json_str(b, s, strlen(s));
+    pa_buf_puts(b, "\"");
+}
+
+/* Samples per step over [from, until) as bars to select ranges on (collector/assets/index.js);
+ * the series menu chooses the selector the links use. */
 static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info *v, size_t n,
-                     const char *sel, int64_t from, int64_t until, pa_buf *b) {
-    enum { BUCKETS = 60, W = 720, H = 80 };
+                     const char *app, int64_t from, int64_t until, pa_buf *b) {
+    enum { BUCKETS = 120 };
     int64_t step = (until - from + BUCKETS - 1) / BUCKETS;
     if (step < 1)
         step = 1;
-    uint64_t counts[BUCKETS] = {0}, max = 0;
+    uint64_t counts[BUCKETS] = {0};
     char msg[256];
     for (size_t i = 0; i < n; i++)
         pa_coll_store_timeline(st, &v[i], from, step, BUCKETS, counts, msg, sizeof msg);
-    for (int i = 0; i < BUCKETS; i++)
-        max = counts[i] > max ? counts[i] : max;
-    pa_buf_printf(b, "<p>samples per %" PRId64 " s from ", step);
+    pa_buf_printf(b, "<h2>Timeline</h2><p class=\"hint\">samples per %" PRId64 " s from ", step);
     when(b, from);
-    pa_buf_printf(b, " (max %" PRIu64 "; click a bar for its flamegraph)</p>", max);
-    pa_buf_printf(b, "<svg width=\"%d\" height=\"%d\" role=\"img\">", W, H);
-    for (int i = 0; i < BUCKETS && max > 0; i++) {
-        if (counts[i] == 0)
-            continue;
-        int h = (int)((double)counts[i] / (double)max * (H - 2)) + 1;
-        char f[32], u[32];
-        snprintf(f, sizeof f, "%" PRId64, from + i * step);
-        snprintf(u, sizeof u, "%" PRId64, from + (i + 1) * step);
-        pa_buf u8 = {0};
-        pa_buf_puts(&u8, "/render?query=");
-        pa_coll_url_component(&u8, sel);
-        pa_buf_printf(&u8, "&from=%s&until=%s", f, u);
-        pa_buf_puts(b, "<a href=\"");
-        pa_buf_html_str(b, u8.data, u8.len);
-        pa_buf_printf(b,
-                      "\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>%" PRIu64
-                      " samples</title></rect></a>",
-                      i * (W / BUCKETS), H - h, W / BUCKETS - 1, h, counts[i]);
-        pa_buf_free(&u8);
+    pa_buf_puts(b, "; select a range, then open a report of it</p>"
+                   "<canvas id=\"timeline\" tabindex=\"0\" aria-label=\"timeline: drag or "
+                   "shift+arrows to select, shift+drag a second range to compare\"></canvas>"
+                   "<div id=\"tl-info\" aria-live=\"polite\"></div><p id=\"tl-actions\">"
+                   "<label>series <select id=\"tl-series\">");
+    pa_buf all = {0};
+    pa_buf_puts(&all, app);
+    pa_buf_puts(b, "<option value=\"");
+    html(b, all.data);
+    pa_buf_puts(b, "\">all series</option>");
+    for (size_t i = 0; i < n; i++) {
+        pa_buf sel = {0};
+        selector_of(&sel, app, v[i].labels);
+        pa_buf_puts(b, "<option value=\"");
+        pa_buf_html_str(b, sel.data, sel.len);
+        pa_buf_puts(b, "\">");
+        html(b, *v[i].labels ? v[i].labels : "(no labels)");
+        pa_buf_puts(b, "</option>");
+        pa_buf_free(&sel);
     }
-    pa_buf_puts(b, "</svg>");
+    pa_buf_puts(b, "</select></label> <a id=\"tl-flame\">flamegraph</a><a id=\"tl-time\">time "
+                   "heatmap</a><a id=\"tl-heat\">source heatmap</a><a id=\"tl-diff\">diff "
+                   "(selection vs the first)</a><a id=\"tl-zoom\">zoom the timeline</a></p>"
+                   "<script type=\"application/json\" id=\"timeline-data\">{\"app\":");
+    json_str(b, app);
+    pa_buf_printf(b, ",\"from\":%" PRId64 ",\"step\":%" PRId64 ",\"counts\":[", from, step);
+    for (int i = 0; i < BUCKETS; i++)
+        pa_buf_printf(b, i ? ",%" PRIu64 : "%" PRIu64, counts[i]);
+    pa_buf_puts(b, "]}</script><script>");
+    pa_buf_append(b, pa_asset_coll_index_js, pa_asset_coll_index_js_len);
+    pa_buf_puts(b, "</script>");
+    pa_buf_free(&all);
 }
 
 static void app_page(struct pa_coll_store *st, int64_t from, int64_t until, const char *app,
@@ -168,7 +184,7 @@ static void app_page(struct pa_coll_store *st, int64_t from, int64_t until, cons
     }
     pa_buf all = {0};
     pa_buf_puts(&all, app);
-    timeline(st, l.v, l.n, all.data, from, until, b);
+    timeline(st, l.v, l.n, app, from, until, b);
     pa_buf_puts(b, "<p>timeline range:");
     static const char *r[][2] = {
         {"now-1h", "1h"}, {"now-6h", "6h"}, {"now-24h", "24h"}, {"now-7d", "7d"}};
@@ -265,6 +281,7 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
     }
     pa_buf_puts(b, "<p>API: <a href=\"/api/apps\">/api/apps</a> &middot; "
                    "<code>/render?query=APP.cpu{k=v}&amp;from=now-1h&amp;until=now"
-                   "&amp;format=html|folded|json</code></p></body></html>");
+                   "&amp;format=html|svg|folded|pprof|speedscope|firefox|json</code></p>"
+                   "</body></html>");
     pa_coll_series_list_free(&l);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "name.h"
+#include "render.h"
 #include "report.h"
 #include "units.h"
 
@@ -219,12 +220,12 @@ void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params
         pa_coll_respond_text(r, status, "%s", msg);
         return;
     }
-    if (strcmp(format, "folded") && strcmp(format, "json") && strcmp(format, "html") &&
-        strcmp(format, "pprof") && strcmp(format, "speedscope") && strcmp(format, "svg")) {
-        pa_coll_respond_text(r, 400,
-                             "format: '%.32s' is not one of folded, json, html, svg, pprof, "
-                             "speedscope",
-                             format);
+    pa_render_format f;
+    if (pa_render_format_find(format, &f) != 0) {
+        pa_buf names = {0};
+        pa_render_format_names(3, &names);
+        pa_coll_respond_text(r, 400, "format: '%.32s' is not one of %s", format, names.data);
+        pa_buf_free(&names);
         return;
     }
     pa_profile *p;
@@ -234,26 +235,13 @@ void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params
     }
     char title[1024];
     snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);
+    pa_render_args a = {.title = title};
+    pa_error err;
     r->status = 200;
-    if (strcmp(format, "folded") == 0) {
-        r->content_type = "text/plain; charset=utf-8";
-        pa_profile_encode_folded(p, &r->body);
-    } else if (strcmp(format, "json") == 0) {
-        r->content_type = "application/json";
-        pa_profile_encode_report_json(p, NULL, title, &r->body);
-    } else if (strcmp(format, "speedscope") == 0) {
-        r->content_type = "application/json";
-        r->disposition = "attachment; filename=\"profile.speedscope.json\"";
-        pa_profile_encode_speedscope(p, title, &r->body);
-    } else if (strcmp(format, "pprof") == 0) {
-        pa_error err;
-        r->content_type = "application/octet-stream";
-        r->disposition = "attachment; filename=\"profile.pb.gz\"";
-        if (pa_pprof_encode(p, 1, &r->body, &err) != 0)
-            pa_coll_respond_text(r, 500, "pprof: %s", err.msg);
-    } else {
-        pa_coll_report_flamegraph(p, title, strcmp(format, "svg") == 0, r);
-    }
+    r->content_type = f.mime;
+    r->disposition = f.disposition;
+    if (pa_render_format_write(&f, p, &a, &r->body, &err) != 0)
+        pa_coll_respond_text(r, 500, "%s: %s", f.name, err.msg);
     pa_profile_free(p);
 }
 

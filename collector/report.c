@@ -28,19 +28,6 @@ void pa_coll_report_set_source_root(const char *from, const char *to) {
 
 #ifdef PA_COLL_HAVE_RENDERER
 
-void pa_coll_report_flamegraph(const pa_profile *p, const char *title, bool svg,
-                               struct pa_coll_response *r) {
-    r->status = 200;
-    if (svg) {
-        pa_svg_opts o = {.title = title};
-        r->content_type = "image/svg+xml";
-        pa_render_svg(p, &o, &r->body);
-    } else {
-        r->content_type = "text/html; charset=utf-8";
-        pa_render_flame_html(p, title, &r->body);
-    }
-}
-
 void pa_coll_report_diff(const pa_profile *baseline, const pa_profile *current, const char *title,
                          struct pa_coll_response *r) {
     r->status = 200;
@@ -134,12 +121,6 @@ void pa_coll_report_heatmap(const pa_profile *p, const char *title, const char *
 }
 
 #else /* built without the renderer library */
-
-void pa_coll_report_flamegraph(const pa_profile *p, const char *title, bool svg,
-                               struct pa_coll_response *r) {
-    (void)p, (void)title, (void)svg;
-    pa_coll_respond_text(r, 501, "reports need the renderer library (parender)");
-}
 
 void pa_coll_report_diff(const pa_profile *baseline, const pa_profile *current, const char *title,
                          struct pa_coll_response *r) {

@@ -8,8 +8,6 @@
 #include "http.h"
 #include "profile.h"
 
-void pa_coll_report_flamegraph(const pa_profile *p, const char *title, bool svg,
-                               struct pa_coll_response *r);
 /* Widths from current, colours from the change against baseline. */
 void pa_coll_report_diff(const pa_profile *baseline, const pa_profile *current, const char *title,
                          struct pa_coll_response *r);

@@ -5,6 +5,7 @@
  * where the size of a report is decided, so numbers are written by hand, not by printf. */
 #include "profile_int.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,37 +37,140 @@ static void put_folded_frame(pa_buf *b, const char *s, size_t len) {
     pa_buf_append(b, s + start, len - start);
 }
 
-void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
+void pa_put_meta_pairs(const pa_profile *p, pa_buf *out) {
     size_t nmeta = pa_profile_meta_count(p);
-    if (nmeta) {
-        pa_buf_puts(out, "# pyagent 1");
-        for (size_t i = 0; i < nmeta; i++) {
-            const char *k, *v;
-            pa_profile_meta_at(p, i, &k, &v);
-            pa_buf_printf(out, " %s=%s", k, v);
+    for (size_t i = 0; i < nmeta; i++) {
+        const char *k, *v;
+        pa_profile_meta_at(p, i, &k, &v);
+        if (strcmp(k, "bucket_ms") == 0 || strcmp(k, "t0_ms") == 0)
+            continue; /* the time fields below are the true ones */
+        pa_buf_printf(out, " %s=", k);
+        /* Values are one token: what would end it, or end the line, is percent-encoded. */
+        for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
+            if (*c <= ' ' || *c == '%' || *c == 0x7F)
+                pa_buf_printf(out, "%%%02X", *c);
+            else
+                pa_buf_append(out, c, 1);
         }
+    }
+    if (pa_profile_bucket_ms(p))
+        pa_buf_printf(out, " bucket_ms=%u t0_ms=%lld", pa_profile_bucket_ms(p),
+                      (long long)pa_profile_time_first(p));
+}
+
+/* The "#t" line of every stack that has time, by stack index; entries sorted by stack then
+ * time make each stack's runs of consecutive buckets. */
+struct time_lines {
+    size_t *order; /* entry indexes sorted by (stack, time) */
+    size_t *start; /* per stack, its first position in order; start[nstacks] = n */
+    int64_t t0;
+    uint32_t w;
+};
+
+static const pa_profile *by_stack_ctx;
+static int cmp_stack_time(const void *a, const void *b) {
+    size_t sa, sb;
+    int64_t ta, tb;
+    pa_profile_time_at(by_stack_ctx, *(const size_t *)a, &sa, &ta, NULL);
+    pa_profile_time_at(by_stack_ctx, *(const size_t *)b, &sb, &tb, NULL);
+    if (sa != sb)
+        return sa < sb ? -1 : 1;
+    return ta < tb ? -1 : ta > tb;
+}
+
+static void time_lines_init(struct time_lines *tl, const pa_profile *p) {
+    size_t n = pa_profile_time_count(p), nstacks = pa_profile_stack_count(p);
+    tl->order = pa_xrealloc(NULL, (n + 1) * sizeof *tl->order);
+    tl->start = calloc(nstacks + 1, sizeof *tl->start);
+    if (!tl->start)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        tl->order[i] = i;
+    by_stack_ctx = p;
+    if (n > 1)
+        qsort(tl->order, n, sizeof *tl->order, cmp_stack_time);
+    for (size_t i = 0; i < n; i++) {
+        size_t st;
+        pa_profile_time_at(p, tl->order[i], &st, NULL, NULL);
+        tl->start[st + 1]++;
+    }
+    for (size_t s = 0; s < nstacks; s++)
+        tl->start[s + 1] += tl->start[s];
+    tl->t0 = pa_profile_time_first(p);
+    tl->w = pa_profile_bucket_ms(p);
+}
+
+static void time_line(const struct time_lines *tl, const pa_profile *p, size_t s, pa_buf *out) {
+    size_t a = tl->start[s], z = tl->start[s + 1];
+    if (a == z)
+        return;
+    pa_buf_puts(out, "#t");
+    int64_t next = INT64_MIN;
+    for (size_t i = a; i < z; i++) {
+        int64_t t;
+        uint64_t c;
+        pa_profile_time_at(p, tl->order[i], NULL, &t, &c);
+        int64_t b = (t - tl->t0) / tl->w;
+        if (b == next) {
+            pa_buf_append(out, ",", 1);
+        } else {
+            pa_buf_append(out, " ", 1);
+            put_u64(out, (uint64_t)b);
+            pa_buf_append(out, ":", 1);
+        }
+        put_u64(out, c);
+        next = b + 1;
+    }
+    pa_buf_append(out, "\n", 1);
+}
+
+static void time_lines_free(struct time_lines *tl) {
+    free(tl->order);
+    free(tl->start);
+}
+
+static void put_stack_line(const pa_profile *p, size_t s, pa_buf *out);
+
+void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
+    if (pa_profile_meta_count(p) || pa_profile_bucket_ms(p)) {
+        pa_buf_puts(out, "# pyagent 1");
+        pa_put_meta_pairs(p, out);
         pa_buf_puts(out, "\n");
     }
-    pa_profile_encode_folded_stacks(p, out);
+    if (!pa_profile_bucket_ms(p)) {
+        pa_profile_encode_folded_stacks(p, out);
+        return;
+    }
+    struct time_lines tl;
+    time_lines_init(&tl, p);
+    size_t nstacks = pa_profile_stack_count(p);
+    for (size_t s = 0; s < nstacks; s++) {
+        put_stack_line(p, s, out);
+        time_line(&tl, p, s, out);
+    }
+    time_lines_free(&tl);
 }
 
 void pa_profile_encode_folded_stacks(const pa_profile *p, pa_buf *out) {
     size_t nstacks = pa_profile_stack_count(p);
-    for (size_t s = 0; s < nstacks; s++) {
-        size_t n;
-        uint64_t count;
-        const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
-        for (size_t k = 0; k < n; k++) {
-            size_t len;
-            const char *f = pa_profile_frame(p, ids[k], &len);
-            if (k)
-                pa_buf_append(out, ";", 1);
-            put_folded_frame(out, f, len);
-        }
-        pa_buf_append(out, " ", 1);
-        put_u64(out, count);
-        pa_buf_append(out, "\n", 1);
+    for (size_t s = 0; s < nstacks; s++)
+        put_stack_line(p, s, out);
+}
+
+static void put_stack_line(const pa_profile *p, size_t s, pa_buf *out) {
+    size_t n;
+    uint64_t count;
+    const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
+    for (size_t k = 0; k < n; k++) {
+        size_t len;
+        const char *f = pa_profile_frame(p, ids[k], &len);
+        if (k)
+            pa_buf_append(out, ";", 1);
+        put_folded_frame(out, f, len);
     }
+    pa_buf_append(out, " ", 1);
+    put_u64(out, count);
+    pa_buf_append(out, "\n", 1);
 }
 
 static void put_json_string(pa_buf *b, const char *s, size_t len) {
@@ -118,24 +222,43 @@ void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf 
         const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
         root[s] = n > 0 && is_thread[ids[0]] ? ids[0] : none;
     }
+    /* The samples in the order they are written: time buckets in time order, then what each
+     * stack has without time. */
+    size_t ntime = pa_profile_time_count(p);
+    size_t *order = pa_profile_time_order(p);
+    size_t *ev_stack = pa_xrealloc(NULL, (ntime + nstacks + 1) * sizeof *ev_stack);
+    uint64_t *ev_count = pa_xrealloc(NULL, (ntime + nstacks + 1) * sizeof *ev_count);
+    uint64_t *rest = pa_xrealloc(NULL, (nstacks + 1) * sizeof *rest);
+    size_t nev = 0;
+    for (size_t s = 0; s < nstacks; s++)
+        pa_profile_stack(p, s, NULL, &rest[s]);
+    for (size_t i = 0; i < ntime; i++) {
+        pa_profile_time_at(p, order[i], &ev_stack[nev], NULL, &ev_count[nev]);
+        size_t s = ev_stack[nev];
+        rest[s] -= ev_count[nev] < rest[s] ? ev_count[nev] : rest[s];
+        nev++;
+    }
+    for (size_t s = 0; s < nstacks; s++)
+        if (rest[s]) {
+            ev_stack[nev] = s;
+            ev_count[nev++] = rest[s];
+        }
+    free(order);
+    free(rest);
     unsigned char *done = calloc(nframes + 1, 1);
     if (!done)
         abort();
     int first_profile = 1;
-    for (size_t s0 = 0; s0 < nstacks; s0++) {
-        uint32_t r = root[s0];
+    for (size_t e0 = 0; e0 < nev; e0++) {
+        uint32_t r = root[ev_stack[e0]];
         uint32_t rkey = r == none ? (uint32_t)nframes : r;
         if (done[rkey])
             continue;
         done[rkey] = 1;
         uint64_t total = 0;
-        for (size_t s = s0; s < nstacks; s++) {
-            uint64_t count;
-            if (root[s] != r)
-                continue;
-            pa_profile_stack(p, s, NULL, &count);
-            total += count;
-        }
+        for (size_t e = e0; e < nev; e++)
+            if (root[ev_stack[e]] == r)
+                total += ev_count[e];
         pa_buf_puts(out, first_profile ? "{" : ",{");
         first_profile = 0;
         pa_buf_puts(out, "\"type\":\"sampled\",\"name\":");
@@ -150,11 +273,11 @@ void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf 
         put_u64(out, total);
         pa_buf_puts(out, ",\"samples\":[");
         int first = 1;
-        for (size_t s = s0; s < nstacks; s++) {
-            if (root[s] != r)
+        for (size_t e = e0; e < nev; e++) {
+            if (root[ev_stack[e]] != r)
                 continue;
             size_t n;
-            const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
+            const uint32_t *ids = pa_profile_stack(p, ev_stack[e], &n, NULL);
             pa_buf_puts(out, first ? "[" : ",[");
             first = 0;
             for (size_t k = r == none ? 0 : 1; k < n; k++) {
@@ -166,18 +289,18 @@ void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf 
         }
         pa_buf_puts(out, "],\"weights\":[");
         first = 1;
-        for (size_t s = s0; s < nstacks; s++) {
-            uint64_t count;
-            if (root[s] != r)
+        for (size_t e = e0; e < nev; e++) {
+            if (root[ev_stack[e]] != r)
                 continue;
-            pa_profile_stack(p, s, NULL, &count);
             if (!first)
                 pa_buf_append(out, ",", 1);
             first = 0;
-            put_u64(out, count);
+            put_u64(out, ev_count[e]);
         }
         pa_buf_puts(out, "]}");
     }
+    free(ev_stack);
+    free(ev_count);
     pa_buf_puts(out, "]}\n");
     free(done);
     free(root);
@@ -187,62 +310,28 @@ void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf 
 /* ---- the reports' prefix tree ---- */
 
 struct trie {
-    uint32_t *parent, *frame;
-    uint64_t *self[2];
-    size_t n, cap;
-    uint32_t *slots; /* node + 1 */
-    size_t slots_cap;
+    pa_tree tree;
+    uint64_t *self[2]; /* per node: samples of stacks ending there, current and baseline */
+    size_t cap;
 };
 
-static uint32_t edge_hash(uint32_t parent, uint32_t frame) {
-    uint64_t k = ((uint64_t)parent << 32) | frame;
-    k *= 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(k >> 32);
-}
-
-static void trie_rehash(struct trie *t) {
-    size_t cap = t->slots_cap ? t->slots_cap * 2 : 4096;
-    uint32_t *slots = calloc(cap, sizeof *slots);
-    if (!slots)
-        abort();
-    for (size_t i = 0; i < t->n; i++) {
-        size_t h = edge_hash(t->parent[i], t->frame[i]) & (cap - 1);
-        while (slots[h])
-            h = (h + 1) & (cap - 1);
-        slots[h] = (uint32_t)i + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->slots_cap = cap;
-}
-
 static uint32_t trie_child(struct trie *t, uint32_t parent, uint32_t frame) {
-    if ((t->n + 1) * 2 > t->slots_cap)
-        trie_rehash(t);
-    size_t mask = t->slots_cap - 1;
-    size_t h = edge_hash(parent, frame) & mask;
-    while (t->slots[h]) {
-        uint32_t i = t->slots[h] - 1;
-        if (t->parent[i] == parent && t->frame[i] == frame)
-            return i;
-        h = (h + 1) & mask;
+    size_t before = t->tree.n;
+    uint32_t i = pa_tree_child(&t->tree, parent, frame);
+    if (t->tree.n > before) {
+        if (t->tree.n > t->cap) {
+            t->cap = t->tree.cap;
+            t->self[0] = pa_xrealloc(t->self[0], t->cap * sizeof *t->self[0]);
+            t->self[1] = pa_xrealloc(t->self[1], t->cap * sizeof *t->self[1]);
+        }
+        t->self[0][i] = t->self[1][i] = 0;
     }
-    if (t->n == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 4096;
-        t->parent = pa_xrealloc(t->parent, t->cap * sizeof *t->parent);
-        t->frame = pa_xrealloc(t->frame, t->cap * sizeof *t->frame);
-        t->self[0] = pa_xrealloc(t->self[0], t->cap * sizeof *t->self[0]);
-        t->self[1] = pa_xrealloc(t->self[1], t->cap * sizeof *t->self[1]);
-    }
-    uint32_t i = (uint32_t)t->n++;
-    t->parent[i] = parent;
-    t->frame[i] = frame;
-    t->self[0][i] = t->self[1][i] = 0;
-    t->slots[h] = i + 1;
     return i;
 }
 
-static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, int which) {
+/* Adds p's stacks; node_of, when given, gets each stack's node (where it ends). */
+static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, int which,
+                     uint32_t *node_of) {
     size_t nstacks = pa_profile_stack_count(p);
     for (size_t s = 0; s < nstacks; s++) {
         size_t n;
@@ -253,7 +342,44 @@ static void trie_add(struct trie *t, const pa_profile *p, const uint32_t *map, i
             node = trie_child(t, node, map ? map[ids[k]] : ids[k]);
         if (node != UINT32_MAX)
             t->self[which][node] += count;
+        if (node_of)
+            node_of[s] = node;
     }
+}
+
+/* "time":{"w":BUCKET_MS,"t0":FIRST,"node":[...],"b":[...],"n":[...]}: the samples per tree
+ * node and bucket (b counts buckets from t0), in time order. */
+static void put_time(pa_buf *out, const pa_profile *p, const uint32_t *node_of) {
+    size_t n = pa_profile_time_count(p);
+    size_t *order = pa_profile_time_order(p);
+    int64_t t0 = pa_profile_time_first(p);
+    uint32_t w = pa_profile_bucket_ms(p);
+    pa_buf_printf(out, ",\"time\":{\"w\":%u,\"t0\":%lld,\"node\":[", w, (long long)t0);
+    for (size_t i = 0; i < n; i++) {
+        size_t s;
+        pa_profile_time_at(p, order[i], &s, NULL, NULL);
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, node_of[s]);
+    }
+    pa_buf_puts(out, "],\"b\":[");
+    for (size_t i = 0; i < n; i++) {
+        int64_t t;
+        pa_profile_time_at(p, order[i], NULL, &t, NULL);
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, (uint64_t)((t - t0) / w));
+    }
+    pa_buf_puts(out, "],\"n\":[");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c;
+        pa_profile_time_at(p, order[i], NULL, NULL, &c);
+        if (i)
+            pa_buf_append(out, ",", 1);
+        put_u64(out, c);
+    }
+    pa_buf_puts(out, "]}");
+    free(order);
 }
 
 static void put_meta(pa_buf *out, const pa_profile *p) {
@@ -292,9 +418,12 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
         }
     }
     struct trie t = {0};
-    trie_add(&t, cur, NULL, 0);
+    uint32_t *node_of = NULL;
+    if (pa_profile_time_count(cur))
+        node_of = pa_xrealloc(NULL, (pa_profile_stack_count(cur) + 1) * sizeof *node_of);
+    trie_add(&t, cur, NULL, 0, node_of);
     if (base)
-        trie_add(&t, base, map, 1);
+        trie_add(&t, base, map, 1, NULL);
 
     size_t nframes = pa_profile_frame_count(u);
     pa_frame_info *fi = pa_xrealloc(NULL, (nframes + 1) * sizeof *fi);
@@ -345,6 +474,40 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
             pa_buf_append(out, ",", 1);
         put_u64(out, (uint64_t)fi[id].kind);
     }
+    /* Instructions (PYAGENT_OPCODES): offset (-1: none) and opcode name (an index into
+     * "ops", 0: none), only when some frame has one. */
+    int any_instr = 0;
+    for (uint32_t id = 0; id < nframes && !any_instr; id++)
+        any_instr = fi[id].offset >= 0;
+    if (any_instr) {
+        pa_profile *ops = pa_profile_new();
+        pa_profile_intern(ops, "", 0);
+        pa_buf_puts(out, "],\"off\":[");
+        for (uint32_t id = 0; id < nframes; id++)
+            pa_buf_printf(out, id ? ",%lld" : "%lld", (long long)fi[id].offset);
+        pa_buf_puts(out, "],\"op\":[");
+        for (uint32_t id = 0; id < nframes; id++)
+            pa_buf_printf(out, id ? ",%u" : "%u",
+                          fi[id].op ? pa_profile_intern(ops, fi[id].op, fi[id].op_len) : 0);
+        pa_buf_puts(out, "],\"ops\":[");
+        size_t nops = pa_profile_frame_count(ops);
+        for (uint32_t i = 0; i < nops; i++) {
+            size_t len;
+            const char *op = pa_profile_frame(ops, i, &len);
+            const char *basename = i ? pa_opcode_base(op, len) : NULL;
+            if (i)
+                pa_buf_append(out, ",", 1);
+            /* "NAME" or "NAME|BASE" for a specialized instruction */
+            pa_buf_append(out, "\"", 1);
+            pa_buf_json_str(out, op, len);
+            if (basename) {
+                pa_buf_puts(out, "|");
+                pa_buf_puts(out, basename);
+            }
+            pa_buf_append(out, "\"", 1);
+        }
+        pa_profile_free(ops);
+    }
     /* files[0] is "no file", so file indexes above are 1-based */
     pa_buf_puts(out, "]},\"files\":[\"\"");
     size_t nfiles = pa_profile_frame_count(files);
@@ -356,38 +519,40 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
     }
     /* parent is written as the distance back to it (the virtual root is at -1) */
     pa_buf_puts(out, "],\"nodes\":{\"up\":[");
-    for (size_t i = 0; i < t.n; i++) {
+    for (size_t i = 0; i < t.tree.n; i++) {
         if (i)
             pa_buf_append(out, ",", 1);
-        put_u64(out, t.parent[i] == UINT32_MAX ? i + 1 : i - t.parent[i]);
+        put_u64(out, t.tree.parent[i] == UINT32_MAX ? i + 1 : i - t.tree.parent[i]);
     }
     pa_buf_puts(out, "],\"frame\":[");
-    for (size_t i = 0; i < t.n; i++) {
+    for (size_t i = 0; i < t.tree.n; i++) {
         if (i)
             pa_buf_append(out, ",", 1);
-        put_u64(out, t.frame[i]);
+        put_u64(out, t.tree.frame[i]);
     }
     pa_buf_puts(out, "],\"self\":[");
-    for (size_t i = 0; i < t.n; i++) {
+    for (size_t i = 0; i < t.tree.n; i++) {
         if (i)
             pa_buf_append(out, ",", 1);
         put_u64(out, t.self[0][i]);
     }
     if (base) {
         pa_buf_puts(out, "],\"base\":[");
-        for (size_t i = 0; i < t.n; i++) {
+        for (size_t i = 0; i < t.tree.n; i++) {
             if (i)
                 pa_buf_append(out, ",", 1);
             put_u64(out, t.self[1][i]);
         }
     }
-    pa_buf_puts(out, "]}}");
+    pa_buf_puts(out, "]}");
+    if (node_of)
+        put_time(out, cur, node_of);
+    pa_buf_puts(out, "}");
+    free(node_of);
 
-    free(t.parent);
-    free(t.frame);
+    pa_tree_free(&t.tree);
     free(t.self[0]);
     free(t.self[1]);
-    free(t.slots);
     free(fi);
     free(map);
     pa_profile_free(files);

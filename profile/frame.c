@@ -27,13 +27,71 @@ pa_frame_kind pa_file_kind(const char *file, size_t len) {
     return PA_FRAME_OWN;
 }
 
+static int digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+/* Reads digits at s[*i..len) into *v (at most 9 of them); 0 if there are none. */
+static int number(const char *s, size_t len, size_t *i, int64_t *v) {
+    size_t start = *i;
+    *v = 0;
+    while (*i < len && digit(s[*i]) && *i - start < 9)
+        *v = *v * 10 + (s[(*i)++] - '0');
+    return *i > start && (*i == len || !digit(s[*i]));
+}
+
+/* " @OFFSET[:COL-ENDCOL][ OPNAME]" at the end of a Python frame: fills the instruction fields
+ * and returns the length of the frame without it, or len when there is no such suffix. */
+static size_t instruction_suffix(const char *s, size_t len, pa_frame_info *out) {
+    size_t at = len;
+    while (at > 1 && !(s[at - 2] == ' ' && s[at - 1] == '@'))
+        at--;
+    if (at <= 2 || s[at - 3] != ')')
+        return len;
+    size_t i = at;
+    int64_t off, col = -1, end = -1;
+    if (!number(s, len, &i, &off))
+        return len;
+    if (i < len && s[i] == ':') {
+        i++;
+        if (!number(s, len, &i, &col) || i >= len || s[i] != '-')
+            return len;
+        i++;
+        if (!number(s, len, &i, &end))
+            return len;
+    }
+    const char *op = NULL;
+    size_t op_len = 0;
+    if (i < len) {
+        if (s[i] != ' ' || i + 1 == len)
+            return len;
+        op = s + i + 1;
+        op_len = len - i - 1;
+        for (size_t k = 0; k < op_len; k++)
+            if (!((op[k] >= 'A' && op[k] <= 'Z') || digit(op[k]) || op[k] == '_' || op[k] == '<' ||
+                  op[k] == '>'))
+                return len;
+    }
+    out->offset = off;
+    out->col = (int32_t)col;
+    out->end_col = (int32_t)end;
+    out->op = op;
+    out->op_len = op_len;
+    return at - 2;
+}
+
 void pa_frame_parse(const char *s, size_t len, pa_frame_info *out) {
     memset(out, 0, sizeof *out);
     out->kind = PA_FRAME_OTHER;
     out->name = s;
     out->name_len = len;
+    out->base_len = len;
+    out->offset = -1;
+    out->col = out->end_col = -1;
     if (len == 0)
         return;
+    len = out->base_len = instruction_suffix(s, len, out);
+    out->name_len = len;
     if (len >= 7 && memcmp(s, "thread:", 7) == 0) {
         out->kind = PA_FRAME_THREAD;
         out->name = s + 7;

@@ -22,6 +22,12 @@ struct stack {
     uint64_t count;
 };
 
+struct tentry {
+    int64_t t; /* bucket start, Unix ms */
+    uint32_t stack;
+    uint64_t count;
+};
+
 struct pa_profile {
     pa_buf arena;        /* frame strings, each NUL-terminated */
     size_t *frame_off;   /* id -> offset in arena */
@@ -41,6 +47,12 @@ struct pa_profile {
 
     struct meta *meta;
     size_t nmeta;
+
+    uint32_t bucket_ms;
+    struct tentry *te;
+    size_t nte, cap_te;
+    uint32_t *tslots; /* entry + 1, 0 = empty */
+    size_t tslots_cap;
 };
 
 void *pa_xrealloc(void *p, size_t n) {
@@ -102,6 +114,8 @@ void pa_profile_free(pa_profile *p) {
         free(p->meta[i].value);
     }
     free(p->meta);
+    free(p->te);
+    free(p->tslots);
     free(p);
 }
 
@@ -211,9 +225,9 @@ static void stacks_rehash(pa_profile *p) {
     p->sslots_cap = cap;
 }
 
-void pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t n, uint64_t count) {
+size_t pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t n, uint64_t count) {
     if (count == 0 || n == 0) /* nothing to draw: empty stacks are not kept */
-        return;
+        return SIZE_MAX;
     if (n > UINT32_MAX)
         n = UINT32_MAX;
     if ((p->nstacks + 1) * 2 > p->sslots_cap)
@@ -227,7 +241,7 @@ void pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t n, uint
             memcmp(p->pool + st->off, ids, n * sizeof *ids) == 0) {
             st->count += count;
             p->total += count;
-            return;
+            return (size_t)(p->sslots[i] - 1);
         }
         i = (i + 1) & mask;
     }
@@ -250,6 +264,7 @@ void pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t n, uint
     p->pool_len += n;
     p->sslots[i] = (uint32_t)++p->nstacks;
     p->total += count;
+    return p->nstacks - 1;
 }
 
 void pa_profile_add_stack(pa_profile *p, const char *const *frames, size_t n, uint64_t count) {
@@ -313,6 +328,207 @@ void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const c
     *value = p->meta[i].value;
 }
 
+/* ---- combining metadata ---- */
+
+static int is_counter_key(const char *key) {
+    static const char *const counters[] = {"samples",   "dropped", "unreadable",
+                                           "truncated", "signals", "cpu_s"};
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        if (strcmp(key, counters[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* "a,b" contains the value v as one of its comma-separated items? */
+static int lists(const char *list, const char *v) {
+    size_t n = strlen(v);
+    for (const char *s = list; s;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        if (len == n && memcmp(s, v, n) == 0)
+            return 1;
+        s = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+void pa_profile_combine_meta(pa_profile *p, const char *key, const char *value) {
+    const char *old = pa_profile_meta(p, key);
+    if (!old) {
+        pa_profile_set_meta(p, key, value);
+        return;
+    }
+    char buf[64];
+    if (is_counter_key(key)) {
+        /* cpu_s has decimals; the others are integers and must stay exact. */
+        if (strcmp(key, "cpu_s") == 0)
+            snprintf(buf, sizeof buf, "%.3f", atof(old) + atof(value));
+        else
+            snprintf(buf, sizeof buf, "%llu", strtoull(old, NULL, 10) + strtoull(value, NULL, 10));
+        pa_profile_set_meta(p, key, buf);
+        const char *sig = pa_profile_meta(p, "signals"), *cpu = pa_profile_meta(p, "cpu_s");
+        if (pa_profile_meta(p, "achieved_rate") && sig && cpu && atof(cpu) > 0) {
+            snprintf(buf, sizeof buf, "%.0f", atof(sig) / atof(cpu));
+            pa_profile_set_meta(p, "achieved_rate", buf);
+        }
+        return;
+    }
+    if (strcmp(key, "start") == 0 || strcmp(key, "end") == 0) {
+        int earlier = strtoll(value, NULL, 10) < strtoll(old, NULL, 10);
+        if (earlier == (strcmp(key, "start") == 0))
+            pa_profile_set_meta(p, key, value);
+        return;
+    }
+    if (strcmp(key, "achieved_rate") == 0 || lists(old, value))
+        return; /* recomputed from the counters above, or already listed */
+    if (strlen(old) > 3 && strcmp(old + strlen(old) - 3, "...") == 0)
+        return;
+    size_t items = 1;
+    for (const char *c = old; *c; c++)
+        items += *c == ',';
+    pa_buf b = {0};
+    pa_buf_printf(&b, "%s,%s", old, items >= 8 ? "..." : value);
+    pa_profile_set_meta(p, key, b.data);
+    pa_buf_free(&b);
+}
+
+/* ---- time ---- */
+
+static uint32_t time_hash(uint32_t stack, int64_t t) {
+    uint64_t k = ((uint64_t)t * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)stack * 0xC2B2AE3D27D4EB4Full);
+    return (uint32_t)(k >> 32);
+}
+
+static void time_rehash(pa_profile *p) {
+    size_t cap = p->tslots_cap ? p->tslots_cap * 2 : 1024;
+    while ((p->nte + 1) * 2 > cap)
+        cap *= 2;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        abort();
+    for (size_t e = 0; e < p->nte; e++) {
+        size_t i = time_hash(p->te[e].stack, p->te[e].t) & (cap - 1);
+        while (slots[i])
+            i = (i + 1) & (cap - 1);
+        slots[i] = (uint32_t)e + 1;
+    }
+    free(p->tslots);
+    p->tslots = slots;
+    p->tslots_cap = cap;
+}
+
+static int64_t floor_to(int64_t t, uint32_t width) {
+    int64_t w = width;
+    return (t >= 0 ? t / w : -((-t + w - 1) / w)) * w;
+}
+
+void pa_profile_add_time(pa_profile *p, size_t stack, int64_t t_ms, uint64_t count) {
+    assert(p->bucket_ms > 0 && stack < p->nstacks);
+    if (count == 0)
+        return;
+    int64_t t = floor_to(t_ms, p->bucket_ms);
+    if ((p->nte + 1) * 2 > p->tslots_cap)
+        time_rehash(p);
+    size_t mask = p->tslots_cap - 1;
+    size_t i = time_hash((uint32_t)stack, t) & mask;
+    while (p->tslots[i]) {
+        struct tentry *e = &p->te[p->tslots[i] - 1];
+        if (e->stack == stack && e->t == t) {
+            e->count += count;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    if (p->nte == p->cap_te) {
+        p->cap_te = p->cap_te ? p->cap_te * 2 : 1024;
+        p->te = pa_xrealloc(p->te, p->cap_te * sizeof *p->te);
+    }
+    p->te[p->nte] = (struct tentry){t, (uint32_t)stack, count};
+    p->tslots[i] = (uint32_t)++p->nte;
+}
+
+void pa_profile_set_bucket_ms(pa_profile *p, uint32_t bucket_ms) {
+    if (bucket_ms == 0 || bucket_ms == p->bucket_ms)
+        return;
+    if (p->nte == 0 || bucket_ms > p->bucket_ms) {
+        /* Coarser buckets: every entry moves to the bucket that holds its start. */
+        struct tentry *old = p->te;
+        size_t n = p->nte;
+        p->te = NULL;
+        p->nte = p->cap_te = 0;
+        free(p->tslots);
+        p->tslots = NULL;
+        p->tslots_cap = 0;
+        p->bucket_ms = bucket_ms;
+        for (size_t e = 0; e < n; e++)
+            pa_profile_add_time(p, old[e].stack, old[e].t, old[e].count);
+        free(old);
+    }
+}
+
+uint32_t pa_profile_bucket_ms(const pa_profile *p) {
+    return p->nte ? p->bucket_ms : 0;
+}
+
+uint32_t pa_profile_time_width(const pa_profile *p) {
+    return p->bucket_ms;
+}
+
+int64_t pa_profile_time_first(const pa_profile *p) {
+    int64_t first = p->nte ? p->te[0].t : 0;
+    for (size_t e = 1; e < p->nte; e++)
+        if (p->te[e].t < first)
+            first = p->te[e].t;
+    return first;
+}
+
+size_t pa_profile_time_count(const pa_profile *p) {
+    return p->nte;
+}
+
+void pa_profile_time_at(const pa_profile *p, size_t i, size_t *stack, int64_t *t_ms,
+                        uint64_t *count) {
+    assert(i < p->nte);
+    if (stack)
+        *stack = p->te[i].stack;
+    if (t_ms)
+        *t_ms = p->te[i].t;
+    if (count)
+        *count = p->te[i].count;
+}
+
+static const struct tentry *order_ctx;
+static int cmp_time(const void *a, const void *b) {
+    const struct tentry *x = &order_ctx[*(const size_t *)a], *y = &order_ctx[*(const size_t *)b];
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+size_t *pa_profile_time_order(const pa_profile *p) {
+    size_t *order = pa_xrealloc(NULL, (p->nte + 1) * sizeof *order);
+    for (size_t i = 0; i < p->nte; i++)
+        order[i] = i;
+    /* qsort has no context argument in C11; profiles are not sorted concurrently. */
+    order_ctx = p->te;
+    if (p->nte > 1)
+        qsort(order, p->nte, sizeof *order, cmp_time);
+    return order;
+}
+
+/* Adds src's time entries to dst through a map from src stack indexes to dst's. */
+static void merge_time(pa_profile *dst, const pa_profile *src, const size_t *stack_map) {
+    if (src->nte == 0)
+        return;
+    if (src->bucket_ms > dst->bucket_ms)
+        pa_profile_set_bucket_ms(dst, src->bucket_ms);
+    for (size_t e = 0; e < src->nte; e++) {
+        size_t s = stack_map[src->te[e].stack];
+        if (s != SIZE_MAX)
+            pa_profile_add_time(dst, s, src->te[e].t, src->te[e].count);
+    }
+}
+
 /* Adds src's stacks through a map from src frame ids to dst frame ids. */
 void pa_profile_merge(pa_profile *dst, const pa_profile *src) {
     pa_profile_merge_stacks(dst, src, 0, src->nstacks);
@@ -325,6 +541,9 @@ void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t firs
         map[id] = UINT32_MAX;
     uint32_t *ids = NULL;
     size_t cap = 0;
+    size_t *smap = pa_xrealloc(NULL, (src->nstacks + 1) * sizeof *smap);
+    for (size_t s = 0; s < src->nstacks; s++)
+        smap[s] = SIZE_MAX;
     for (size_t s = first; s < src->nstacks && s - first < n; s++) {
         const struct stack *st = &src->stacks[s];
         if (st->depth > cap) {
@@ -338,11 +557,12 @@ void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t firs
                                             src->frame_len[id]);
             ids[k] = map[id];
         }
-        pa_profile_add_stack_ids(dst, ids, st->depth, st->count);
+        smap[s] = pa_profile_add_stack_ids(dst, ids, st->depth, st->count);
     }
+    merge_time(dst, src, smap);
     for (size_t i = 0; i < src->nmeta; i++)
-        if (!pa_profile_meta(dst, src->meta[i].key))
-            pa_profile_set_meta(dst, src->meta[i].key, src->meta[i].value);
+        pa_profile_combine_meta(dst, src->meta[i].key, src->meta[i].value);
+    free(smap);
     free(ids);
     free(map);
 }
@@ -380,8 +600,10 @@ pa_profile *pa_profile_filter(const pa_profile *p, const char *include, const ch
             hit[id] |= 2;
     }
     pa_profile *out = pa_profile_new();
+    size_t *smap = pa_xrealloc(NULL, (p->nstacks + 1) * sizeof *smap);
     for (size_t s = 0; s < p->nstacks; s++) {
         const struct stack *st = &p->stacks[s];
+        smap[s] = SIZE_MAX;
         int in = !include, out_ = 0;
         for (uint32_t k = 0; k < st->depth; k++) {
             unsigned char h = hit[p->pool[st->off + k]];
@@ -395,9 +617,11 @@ pa_profile *pa_profile_filter(const pa_profile *p, const char *include, const ch
             uint32_t id = p->pool[st->off + k];
             ids[k] = pa_profile_intern(out, p->arena.data + p->frame_off[id], p->frame_len[id]);
         }
-        pa_profile_add_stack_ids(out, ids, st->depth, st->count);
+        smap[s] = pa_profile_add_stack_ids(out, ids, st->depth, st->count);
         free(ids);
     }
+    merge_time(out, p, smap);
+    free(smap);
     for (size_t i = 0; i < p->nmeta; i++)
         pa_profile_set_meta(out, p->meta[i].key, p->meta[i].value);
     free(hit);
@@ -421,12 +645,14 @@ pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
         pa_frame_parse(s, len, &fi);
         is_thread[id] = fi.kind == PA_FRAME_THREAD;
         if (t->strip_lines && fi.line && fi.file) {
-            /* "name (file:line)" -> "name (file)" */
+            /* "name (file:line)" -> "name (file)": the instruction goes with the line */
             pa_buf b = {0};
             pa_buf_append(&b, s, (size_t)(fi.file - s) + fi.file_len);
             pa_buf_puts(&b, ")");
             map[id] = pa_profile_intern(out, b.data, b.len);
             pa_buf_free(&b);
+        } else if (t->strip_instructions && fi.offset >= 0) {
+            map[id] = pa_profile_intern(out, s, fi.base_len);
         } else {
             map[id] = pa_profile_intern(out, s, len);
         }
@@ -436,6 +662,7 @@ pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
         scale = (double)t->scale_total / (double)p->total;
     uint32_t *ids = NULL;
     size_t cap = 0;
+    size_t *smap = pa_xrealloc(NULL, (p->nstacks + 1) * sizeof *smap);
     for (size_t s = 0; s < p->nstacks; s++) {
         const struct stack *st = &p->stacks[s];
         if (st->depth + 1 > cap) {
@@ -454,8 +681,12 @@ pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
             double c = (double)count * scale + 0.5;
             count = c < 1.0 ? 1 : (uint64_t)c;
         }
-        pa_profile_add_stack_ids(out, ids, n, count);
+        smap[s] = pa_profile_add_stack_ids(out, ids, n, count);
     }
+    /* Scaled counts no longer add up to their buckets: scaling drops the time. */
+    if (!t->drop_time && scale == 1.0)
+        merge_time(out, p, smap);
+    free(smap);
     for (size_t i = 0; i < p->nmeta; i++)
         pa_profile_set_meta(out, p->meta[i].key, p->meta[i].value);
     free(ids);

@@ -50,6 +50,7 @@ struct pa_parser {
     int mode;
     pa_buf pending; /* bytes held back: sniffing, a partial line, or the whole pprof */
     pa_parse_stats st;
+    pa_text_state text;
     int failed;
 };
 
@@ -58,6 +59,7 @@ pa_parser *pa_parser_new(pa_profile *into, const char *name) {
     if (!ps)
         abort();
     ps->p = into;
+    ps->text.last_stack = SIZE_MAX;
     snprintf(ps->name, sizeof ps->name, "%s", name ? name : "input");
     return ps;
 }
@@ -82,9 +84,18 @@ static int starts(const char *s, size_t len, const char *prefix) {
     return len >= n && memcmp(s, prefix, n) == 0;
 }
 
-/* "# pyagent 1 rate=250 mode=cpu ..." -> metadata */
-static void parse_header(pa_profile *p, const char *s, size_t len) {
+static int hexval(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* "# pyagent 1 rate=250 mode=cpu ..." -> metadata. A header may follow stacks already read
+ * (several inputs parsed into one profile): values then combine as merged profiles' do. */
+void pa_parse_header(pa_profile *p, const char *s, size_t len, pa_text_state *state) {
     size_t i = 0;
+    pa_buf value = {0};
     while (i < len) {
         while (i < len && s[i] == ' ')
             i++;
@@ -92,14 +103,77 @@ static void parse_header(pa_profile *p, const char *s, size_t len) {
         while (i < len && s[i] != ' ')
             i++;
         const char *eq = memchr(s + start, '=', i - start);
-        if (eq && eq > s + start) {
-            char *key = pa_xstrndup(s + start, (size_t)(eq - (s + start)));
-            char *value = pa_xstrndup(eq + 1, (size_t)(s + i - (eq + 1)));
-            pa_profile_set_meta(p, key, value);
-            free(key);
-            free(value);
+        if (!eq || eq == s + start)
+            continue;
+        char *key = pa_xstrndup(s + start, (size_t)(eq - (s + start)));
+        value.len = 0;
+        for (const char *v = eq + 1; v < s + i; v++) {
+            if (*v == '%' && v + 2 < s + i && hexval(v[1]) >= 0 && hexval(v[2]) >= 0) {
+                char c = (char)(hexval(v[1]) * 16 + hexval(v[2]));
+                pa_buf_append(&value, &c, 1);
+                v += 2;
+            } else {
+                pa_buf_append(&value, v, 1);
+            }
+        }
+        pa_buf_append(&value, "", 1);
+        if (strcmp(key, "bucket_ms") == 0) {
+            long w = strtol(value.data, NULL, 10);
+            if (w > 0 && w <= 3600000)
+                pa_profile_set_bucket_ms(p, (uint32_t)w);
+        } else if (strcmp(key, "t0_ms") == 0) {
+            if (state)
+                state->t0_ms = strtoll(value.data, NULL, 10);
+        } else {
+            pa_profile_combine_meta(p, key, value.data);
+        }
+        free(key);
+    }
+    pa_buf_free(&value);
+}
+
+/* "#t B:C[,C...] ..." after a stack line: its samples per time bucket. Each run starts at
+ * bucket B (counted from the header's t0_ms) and gives the counts of consecutive buckets.
+ * The counts may not add up to more than the stack line's. Returns 0, or -1 if malformed
+ * (then nothing of the line is kept). */
+static int parse_time_line(pa_profile *p, const char *s, size_t len, pa_text_state *st) {
+    uint32_t w = pa_profile_time_width(p);
+    if (st->last_stack == SIZE_MAX || w == 0)
+        return -1;
+    /* Two passes: check everything first, so a bad line adds nothing. */
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t sum = 0;
+        size_t i = 0;
+        while (i < len) {
+            while (i < len && s[i] == ' ')
+                i++;
+            if (i == len)
+                break;
+            uint64_t b = 0;
+            size_t d = i;
+            while (i < len && is_digit(s[i]) && i - d < 12)
+                b = b * 10 + (uint64_t)(s[i++] - '0');
+            if (i == d || i == len || s[i] != ':')
+                return -1;
+            for (uint64_t k = 0;; k++) {
+                i++;
+                uint64_t c = 0;
+                d = i;
+                while (i < len && is_digit(s[i]) && i - d < 15)
+                    c = c * 10 + (uint64_t)(s[i++] - '0');
+                if (i == d || (i < len && s[i] != ',' && s[i] != ' '))
+                    return -1;
+                sum += c;
+                if (sum > st->last_count)
+                    return -1;
+                if (pass == 1)
+                    pa_profile_add_time(p, st->last_stack, st->t0_ms + (int64_t)((b + k) * w), c);
+                if (i == len || s[i] == ' ')
+                    break;
+            }
         }
     }
+    return 0;
 }
 
 /* "file:func:line" (Austin, CPython) -> "func (file:line)"; 0 if the frame is not spelled so. */
@@ -176,9 +250,8 @@ static pa_format sniff_line(const char *s, size_t len) {
     return PA_FORMAT_FOLDED;
 }
 
-/* Parses one line (without its newline). Returns 1 for a stack, 0 for a line that carries none
- * (blank, comment), -1 for a malformed line. */
-int pa_parse_text_line(pa_profile *p, const char *s, size_t len, pa_format *format) {
+int pa_parse_text_line(pa_profile *p, const char *s, size_t len, pa_text_state *state) {
+    pa_format *format = &state->format;
     if (len > 0 && s[len - 1] == '\r')
         len--;
     size_t lead = 0;
@@ -188,12 +261,17 @@ int pa_parse_text_line(pa_profile *p, const char *s, size_t len, pa_format *form
         return 0;
     if (s[lead] == '#') {
         if (starts(s, len, "# pyagent ")) {
-            parse_header(p, s + 10, len - 10);
+            pa_parse_header(p, s + 10, len - 10, state);
             if (*format == PA_FORMAT_UNKNOWN || *format == PA_FORMAT_FOLDED)
                 *format = PA_FORMAT_PYAGENT;
+        } else if (starts(s, len, "#t ")) {
+            int rc = parse_time_line(p, s + 3, len - 3, state);
+            state->last_stack = SIZE_MAX; /* one time line per stack line */
+            return rc;
         }
         return 0;
     }
+    state->last_stack = SIZE_MAX;
     uint64_t count;
     long end = split_count(s, len, &count);
     if (end <= 0)
@@ -276,10 +354,12 @@ int pa_parse_text_line(pa_profile *p, const char *s, size_t len, pa_format *form
     }
     pa_buf_free(&tmp);
     int rc = 1;
-    if (n == 0)
+    if (n == 0) {
         rc = -1;
-    else
-        pa_profile_add_stack_ids(p, ids, n, count);
+    } else {
+        state->last_stack = pa_profile_add_stack_ids(p, ids, n, count);
+        state->last_count = count;
+    }
     if (ids != small)
         free(ids);
     if (rc == 1 && count == 0)
@@ -290,7 +370,9 @@ int pa_parse_text_line(pa_profile *p, const char *s, size_t len, pa_format *form
 static void text_line(pa_parser *ps, const char *s, size_t len) {
     ps->st.lines++;
     uint64_t before = pa_profile_total(ps->p);
-    int rc = pa_parse_text_line(ps->p, s, len, &ps->st.format);
+    ps->text.format = ps->st.format;
+    int rc = pa_parse_text_line(ps->p, s, len, &ps->text);
+    ps->st.format = ps->text.format;
     if (rc > 0) {
         ps->st.stacks++;
         ps->st.samples += pa_profile_total(ps->p) - before;

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <zlib.h>
 
+/* The build_id of the mappings that name instructions' opcodes. */
+#define OPCODE_MAPPING "pyagent-opcode"
+
 /* ---- writing ---- */
 
 static void put_varint(pa_buf *b, uint64_t v) {
@@ -56,8 +59,9 @@ static void put_value_type(pa_buf *b, unsigned field, pa_profile *strs, const ch
 
 int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     pa_buf msg = {0}, sub = {0}, line = {0};
-    pa_profile *strs = pa_profile_new();  /* string table */
-    pa_profile *funcs = pa_profile_new(); /* "name\0file" -> function id - 1 */
+    pa_profile *strs = pa_profile_new();   /* string table */
+    pa_profile *funcs = pa_profile_new();  /* "name\0file" -> function id - 1 */
+    pa_profile *opmaps = pa_profile_new(); /* opcode name -> mapping id - 1 */
     double rate = 0;
     const char *r = pa_profile_meta(p, "rate");
     if (r)
@@ -72,13 +76,34 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     if (with_cpu)
         put_value_type(&msg, 1, strs, time_type, "nanoseconds");
 
-    /* Samples: location ids are frame id + 1, leaf first. */
+    /* Samples: location ids are frame id + 1, leaf first. A stack with time buckets is one
+     * sample per bucket, labelled with the bucket's start, and one for its untimed rest. */
     size_t nstacks = pa_profile_stack_count(p);
     uint64_t period = with_cpu ? (uint64_t)(1e9 / rate) : 0;
-    for (size_t s = 0; s < nstacks; s++) {
-        size_t n;
+    uint64_t *untimed = pa_xrealloc(NULL, (nstacks + 1) * sizeof *untimed);
+    for (size_t s = 0; s < nstacks; s++)
+        pa_profile_stack(p, s, NULL, &untimed[s]);
+    size_t ntime = pa_profile_time_count(p);
+    size_t *order = pa_profile_time_order(p);
+    uint64_t ts_key = ntime ? str_index(strs, "timestamp", 9) : 0;
+    uint64_t ts_unit = ntime ? str_index(strs, "milliseconds", 12) : 0;
+    for (size_t i = 0; i <= ntime + nstacks; i++) {
+        size_t s;
+        int64_t t = 0;
         uint64_t count;
-        const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
+        if (i < ntime) {
+            pa_profile_time_at(p, order[i], &s, &t, &count);
+            untimed[s] -= count < untimed[s] ? count : untimed[s];
+        } else if (i - ntime < nstacks) {
+            s = i - ntime;
+            count = untimed[s];
+        } else {
+            break;
+        }
+        if (count == 0)
+            continue;
+        size_t n;
+        const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
         pa_buf packed = {0};
         for (size_t k = n; k-- > 0;)
             put_varint(&packed, (uint64_t)ids[k] + 1);
@@ -87,9 +112,17 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         if (with_cpu)
             put_varint(&packed, count * period);
         put_msg(&sub, 2, &packed);
+        if (i < ntime) {
+            put_uint(&packed, 1, ts_key);
+            put_uint(&packed, 3, (uint64_t)t);
+            put_uint(&packed, 4, ts_unit);
+            put_msg(&sub, 3, &packed);
+        }
         pa_buf_free(&packed);
         put_msg(&msg, 2, &sub);
     }
+    free(order);
+    free(untimed);
 
     /* Locations, one per frame string, and the functions they point at. */
     size_t nframes = pa_profile_frame_count(p);
@@ -128,12 +161,40 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         if (fi.line)
             put_uint(&line, 2, fi.line);
         put_uint(&sub, 1, (uint64_t)id + 1);
+        if (fi.offset >= 0) {
+            /* The instruction: its opcode as a mapping, its offset and columns as the
+             * address (docs/formats.md, "Instructions"). Other readers see one more
+             * location of the same function and line, which they merge. */
+            size_t before = pa_profile_frame_count(opmaps);
+            uint64_t mid = (uint64_t)pa_profile_intern(opmaps, fi.op ? fi.op : "", fi.op_len) + 1;
+            if (pa_profile_frame_count(opmaps) > before) {
+                pa_buf m = {0};
+                put_uint(&m, 1, mid);
+                put_uint(&m, 5, str_index(strs, fi.op ? fi.op : "", fi.op_len));
+                put_uint(&m, 6, str_index(strs, OPCODE_MAPPING, strlen(OPCODE_MAPPING)));
+                put_msg(&fmsgs, 3, &m);
+                pa_buf_free(&m);
+            }
+            put_uint(&sub, 2, mid);
+            put_uint(&sub, 3,
+                     (uint64_t)fi.offset | (uint64_t)(uint16_t)(fi.col + 1) << 32 |
+                         (uint64_t)(uint16_t)(fi.end_col + 1) << 48);
+        }
         put_msg(&sub, 4, &line);
         put_msg(&msg, 4, &sub);
     }
     pa_buf_append(&msg, fmsgs.data ? fmsgs.data : "", fmsgs.len);
     pa_buf_free(&fmsgs);
     pa_buf_free(&fkey);
+    pa_profile_free(opmaps);
+
+    /* The whole header as a comment, so a pyagent profile reads back with all its metadata
+     * and its time buckets' width. */
+    pa_buf header = {0};
+    pa_buf_puts(&header, "pyagent 1");
+    pa_put_meta_pairs(p, &header);
+    uint64_t comment = str_index(strs, header.data, header.len);
+    pa_buf_free(&header);
 
     /* Fields after the string table need their strings interned first. */
     pa_buf tail = {0};
@@ -151,6 +212,7 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         const char *s = pa_profile_frame(strs, i, &len);
         put_bytes(&msg, 6, s, len);
     }
+    put_uint(&msg, 13, comment);
     pa_buf_append(&msg, tail.data ? tail.data : "", tail.len);
     pa_buf_free(&tail);
     pa_buf_free(&sub);
@@ -260,6 +322,7 @@ struct pline {
 };
 struct ploc {
     uint64_t id;
+    uint64_t mapping, address;
     size_t first_line, nlines;
     uint32_t frame_first; /* frames built for this location, leaf first */
     uint32_t nframes;
@@ -269,6 +332,13 @@ struct strref {
     const char *s;
     size_t len;
 };
+struct pmap {
+    uint64_t id, filename, build_id;
+};
+
+static int str_is(const struct strref *strs, size_t nstr, uint64_t i, const char *want) {
+    return i < nstr && strs[i].len == strlen(want) && memcmp(strs[i].s, want, strs[i].len) == 0;
+}
 
 static int cmp_func(const void *a, const void *b) {
     uint64_t x = ((const struct pfunc *)a)->id, y = ((const struct pfunc *)b)->id;
@@ -303,6 +373,10 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
     uint64_t period = 0, time_nanos = 0;
     uint64_t types[8]; /* sample types' type string indexes */
     size_t ntypes = 0;
+    uint64_t comments[16];
+    size_t ncomments = 0;
+    struct pmap *maps = NULL;
+    size_t nmap = 0, capmap = 0;
     unsigned field, wire;
     uint64_t v;
     int rc = -1;
@@ -325,6 +399,10 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
             while (next_field(&sub, &field, &wire, &v, &sub2)) {
                 if (field == 1 && wire == 0)
                     l->id = v;
+                else if (field == 2 && wire == 0)
+                    l->mapping = v;
+                else if (field == 3 && wire == 0)
+                    l->address = v;
                 else if (field == 4 && wire == 2) {
                     GROW(lines, nline, capline);
                     struct pline *ln = &lines[nline++];
@@ -359,6 +437,31 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         } else if (wire == 2 && field == 6) {
             GROW(strs, nstr, capstr);
             strs[nstr++] = (struct strref){(const char *)sub.p, (size_t)(sub.end - sub.p)};
+        } else if (wire == 2 && field == 3) {
+            GROW(maps, nmap, capmap);
+            struct pmap *m = &maps[nmap++];
+            m->id = m->filename = m->build_id = 0;
+            while (next_field(&sub, &field, &wire, &v, &sub2)) {
+                if (field == 1 && wire == 0)
+                    m->id = v;
+                else if (field == 5 && wire == 0)
+                    m->filename = v;
+                else if (field == 6 && wire == 0)
+                    m->build_id = v;
+            }
+            if (sub.bad)
+                goto malformed;
+        } else if (field == 13 && wire == 0) {
+            if (ncomments < sizeof comments / sizeof comments[0])
+                comments[ncomments++] = v;
+        } else if (field == 13 && wire == 2) {
+            while (sub.p < sub.end && !sub.bad) {
+                uint64_t c = get_varint(&sub);
+                if (ncomments < sizeof comments / sizeof comments[0])
+                    comments[ncomments++] = c;
+            }
+            if (sub.bad)
+                goto malformed;
         } else if (wire == 0 && field == 9) {
             time_nanos = v;
         } else if (wire == 0 && field == 12) {
@@ -370,6 +473,16 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
     if (nstr == 0 || strs[0].len != 0) {
         pa_fail(err, "malformed pprof: the string table must start with \"\"");
         goto out;
+    }
+    /* Our own header first: it sets the metadata and the time buckets' width. */
+    pa_text_state hs = {.last_stack = SIZE_MAX};
+    int ours = 0;
+    for (size_t i = 0; i < ncomments; i++) {
+        if (comments[i] < nstr && strs[comments[i]].len >= 9 &&
+            memcmp(strs[comments[i]].s, "pyagent 1", 9) == 0) {
+            pa_parse_header(p, strs[comments[i]].s + 9, strs[comments[i]].len - 9, &hs);
+            ours = 1;
+        }
     }
     if (nfunc)
         qsort(funcs, nfunc, sizeof *funcs, cmp_func);
@@ -399,6 +512,24 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
             } else {
                 pa_buf_puts(&name, "<unknown>");
             }
+            /* An instruction (only pyagent writes these mappings, and only on Python frames'
+             * only line): " @OFFSET[:COL-ENDCOL][ OPNAME]". */
+            struct pmap *m = NULL;
+            for (size_t j = 0; ours && l->mapping && j < nmap && !m; j++)
+                if (maps[j].id == l->mapping &&
+                    str_is(strs, nstr, maps[j].build_id, OPCODE_MAPPING))
+                    m = &maps[j];
+            if (m && k == 0 && name.len && name.data[name.len - 1] == ')') {
+                uint64_t a = l->address;
+                unsigned col = (unsigned)(a >> 32 & 0xFFFF), end = (unsigned)(a >> 48);
+                pa_buf_printf(&name, " @%u", (unsigned)(a & 0xFFFFFFFFu));
+                if (col && end)
+                    pa_buf_printf(&name, ":%u-%u", col - 1, end - 1);
+                if (m->filename < nstr && strs[m->filename].len) {
+                    pa_buf_puts(&name, " ");
+                    pa_buf_append(&name, strs[m->filename].s, strs[m->filename].len);
+                }
+            }
             GROW(frames, nframes, capframes);
             frames[nframes++] = pa_profile_intern(p, name.data, name.len);
         }
@@ -418,9 +549,32 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         struct reader sr = {(const unsigned char *)samples[s].s,
                             (const unsigned char *)samples[s].s + samples[s].len, 0};
         uint64_t value = 0;
-        int have_value = 0;
+        int have_value = 0, timed = 0;
+        int64_t t_ms = 0;
         nlocids = 0;
         while (next_field(&sr, &field, &wire, &v, &sub)) {
+            if (field == 3 && wire == 2) {
+                /* Label {key 1, str 2, num 3, num_unit 4}: a numeric "timestamp" is when. */
+                uint64_t key = 0, num = 0, unit = 0;
+                int has_num = 0;
+                while (next_field(&sub, &field, &wire, &v, &sub2)) {
+                    if (field == 1 && wire == 0)
+                        key = v;
+                    else if (field == 3 && wire == 0)
+                        num = v, has_num = 1;
+                    else if (field == 4 && wire == 0)
+                        unit = v;
+                }
+                if (has_num && str_is(strs, nstr, key, "timestamp")) {
+                    timed = 1;
+                    t_ms = str_is(strs, nstr, unit, "nanoseconds") ? (int64_t)num / 1000000
+                           : str_is(strs, nstr, unit, "seconds")   ? (int64_t)num * 1000
+                                                                   : (int64_t)num;
+                }
+                if (sub.bad)
+                    sr.bad = 1;
+                continue;
+            }
             if (field == 1 && wire == 0) {
                 GROW(locids, nlocids, caplocids);
                 locids[nlocids++] = v;
@@ -465,7 +619,13 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         }
         if (nstack == 0)
             continue;
-        pa_profile_add_stack_ids(p, stack, nstack, value);
+        size_t index = pa_profile_add_stack_ids(p, stack, nstack, value);
+        if (timed && index != SIZE_MAX) {
+            /* Timestamps from a profile that does not give its buckets: 10 ms ones. */
+            if (!pa_profile_time_width(p))
+                pa_profile_set_bucket_ms(p, 10);
+            pa_profile_add_time(p, index, t_ms, value);
+        }
         stats->stacks++;
         stats->samples += value;
     }
@@ -501,6 +661,7 @@ malformed:
 out:
     free(strs);
     free(funcs);
+    free(maps);
     free(locs);
     free(lines);
     free(samples);

@@ -60,12 +60,39 @@ uint32_t pa_profile_intern(pa_profile *p, const char *s, size_t len);
 /* Adds count samples of the stack made of nframes frame strings, root first. Empty stacks
  * and zero counts are ignored. */
 void pa_profile_add_stack(pa_profile *p, const char *const *frames, size_t nframes, uint64_t count);
-/* The same with frame ids from pa_profile_intern. */
-void pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t nframes, uint64_t count);
+/* The same with frame ids from pa_profile_intern. Returns the stack's index, or SIZE_MAX when
+ * nothing was added (an empty stack or a zero count). */
+size_t pa_profile_add_stack_ids(pa_profile *p, const uint32_t *ids, size_t nframes, uint64_t count);
+
+/* ---- time ----
+ * A profile may say when its samples were taken: per stack, how many samples fell into each
+ * time bucket. Buckets are bucket_ms wide and aligned to multiples of bucket_ms since the Unix
+ * epoch, so profiles of the same width merge exactly. A stack's bucket counts add up to at most
+ * its count (samples from inputs without time are "untimed"). docs/formats.md, "Time". */
+
+/* Sets the bucket width of a profile without time entries yet; a profile that has some is
+ * re-bucketed when the width grows (merging a coarser profile does that too). */
+void pa_profile_set_bucket_ms(pa_profile *p, uint32_t bucket_ms);
+uint32_t pa_profile_bucket_ms(const pa_profile *p); /* 0: the profile has no time */
+/* Adds count samples of stack (an index from pa_profile_add_stack_ids) at time t_ms (Unix
+ * milliseconds; floored to its bucket). Needs a bucket width. */
+void pa_profile_add_time(pa_profile *p, size_t stack, int64_t t_ms, uint64_t count);
+size_t pa_profile_time_count(const pa_profile *p);
+/* Entry i: its stack, bucket start (Unix ms) and count. Entries are unique per (stack, bucket)
+ * and come in no particular order. */
+void pa_profile_time_at(const pa_profile *p, size_t i, size_t *stack, int64_t *t_ms,
+                        uint64_t *count);
+/* Entry indexes sorted by time, then stack (the caller frees the array). */
+size_t *pa_profile_time_order(const pa_profile *p);
 
 /* Metadata: "key=value" pairs from the "# pyagent 1 ..." header (rate, mode, pid, ...).
  * Setting a key again replaces its value. */
 void pa_profile_set_meta(pa_profile *p, const char *key, const char *value);
+/* Combines a value from another profile into p's, as merging profiles should: counters
+ * (samples, dropped, unreadable, truncated, signals, cpu_s) add up, start takes the earliest
+ * and end the latest, achieved_rate follows signals / cpu_s, and any other key that differs
+ * lists the distinct values, comma-separated (at most 8, then "..."). */
+void pa_profile_combine_meta(pa_profile *p, const char *key, const char *value);
 const char *pa_profile_meta(const pa_profile *p, const char *key); /* NULL if absent */
 size_t pa_profile_meta_count(const pa_profile *p);
 void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const char **value);
@@ -99,9 +126,11 @@ pa_profile *pa_profile_filter(const pa_profile *p, const char *include, const ch
 
 /* Options of pa_profile_transform. */
 typedef struct pa_transform {
-    int strip_lines;      /* "f (a.py:12)" -> "f (a.py)": merge by function */
-    int drop_threads;     /* remove "thread:NAME" roots: merge all threads */
-    uint64_t scale_total; /* when non-zero, scale counts so they sum to about this */
+    int strip_lines;        /* "f (a.py:12)" -> "f (a.py)": merge by function */
+    int drop_threads;       /* remove "thread:NAME" roots: merge all threads */
+    int strip_instructions; /* "f (a.py:12) @84 LOAD_ATTR" -> "f (a.py:12)" */
+    int drop_time;          /* forget the time buckets */
+    uint64_t scale_total;   /* when non-zero, scale counts so they sum to about this */
 } pa_transform;
 pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t);
 
@@ -163,8 +192,13 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err);
  * pa_pprof_encode reads back with its mode. */
 int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
                     pa_error *err);
-/* speedscope's file format (a "sampled" profile per thread root). */
+/* speedscope's file format (a "sampled" profile per thread root). With time buckets the
+ * samples come in time order, one per (stack, bucket), weighted by their count. */
 void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf *out);
+/* The Firefox Profiler's processed profile format (version 70: shared stack, frame, func and
+ * string tables, one thread per thread root, samples with times and weights). Samples of a
+ * profile without time are spread evenly over its duration, which the file says. */
+void pa_profile_encode_firefox(const pa_profile *p, const char *name, pa_buf *out);
 
 /* The data of the HTML reports: the union of both profiles' stacks as a prefix tree, with
  * frames split into name/file/line/kind. base may be NULL (a flamegraph) or the baseline of a
@@ -192,6 +226,14 @@ typedef struct pa_frame_info {
     const char *file; /* Python file or native library; NULL if none */
     size_t file_len;
     uint32_t line; /* 0 if none */
+    /* A Python frame may name the bytecode instruction it was executing (PYAGENT_OPCODES):
+     * "qualname (file:line) @OFFSET[:COL-ENDCOL] [OPNAME]" (docs/formats.md, "Instructions").
+     * base_len is the length without that suffix. */
+    size_t base_len;
+    int64_t offset;       /* byte offset of the instruction in co_code, -1 if none */
+    int32_t col, end_col; /* 0-based columns of the instruction's source span, -1 if none */
+    const char *op;       /* opcode name, NULL if none */
+    size_t op_len;
 } pa_frame_info;
 
 void pa_frame_parse(const char *s, size_t len, pa_frame_info *out);
@@ -199,6 +241,42 @@ void pa_frame_parse(const char *s, size_t len, pa_frame_info *out);
 pa_frame_kind pa_file_kind(const char *file, size_t len);
 
 const char *pa_frame_kind_name(pa_frame_kind k);
+
+/* ---- opcodes ----
+ * CPython's opcode names per minor version, generated from each interpreter's own `opcode`
+ * module (scripts/gen_opcodes.py -> profile/opcodes.inc). Specialized instructions (3.11+)
+ * have their own numbers and a base instruction they deoptimize to. */
+
+/* The name of opcode number op in CPython major.minor, or NULL if unknown. */
+const char *pa_opcode_name(int major, int minor, unsigned op);
+/* The base instruction of a specialized one ("LOAD_ATTR_INSTANCE_VALUE" -> "LOAD_ATTR") in any
+ * known version, or NULL when name is not a specialized instruction. */
+const char *pa_opcode_base(const char *name, size_t len);
+
+/* ---- output formats ----
+ * The one registry of the data formats a profile can be written in, shared by the renderer,
+ * the uploader and the collector (reports drawn from a profile are the renderer's:
+ * pa_render_format_find in render.h covers both). */
+typedef struct pa_output_opts {
+    const char *title; /* speedscope's and the Firefox Profiler's name of the profile */
+} pa_output_opts;
+
+typedef struct pa_output_format {
+    const char *name;      /* "folded", "pprof", ... */
+    const char *extension; /* the usual file name ending, with its dot */
+    const char *mime;      /* Content-Type */
+    /* How a server offers it: NULL shows it in place, else a Content-Disposition that saves
+     * it under a file name with its extension. */
+    const char *disposition;
+    int (*encode)(const pa_profile *p, const pa_output_opts *o, pa_buf *out, pa_error *err);
+} pa_output_format;
+
+/* NULL-terminated, in the order help texts list them. */
+extern const pa_output_format *const pa_output_formats[];
+/* By name, or NULL. */
+const pa_output_format *pa_output_format_find(const char *name);
+/* By file name: the format whose extension ends path (".pb.gz", ".pprof", ...), or NULL. */
+const pa_output_format *pa_output_format_for_path(const char *path);
 
 #ifdef __cplusplus
 }

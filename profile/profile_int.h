@@ -11,7 +11,38 @@ void *pa_xrealloc(void *p, size_t n); /* aborts on out-of-memory */
 char *pa_xstrndup(const char *s, size_t n);
 uint64_t pa_hash_bytes(const void *data, size_t n);
 
-/* The text dialects' line parser, used by parse.c and the fuzz targets. */
-int pa_parse_text_line(pa_profile *p, const char *line, size_t len, pa_format *format);
+/* A prefix tree of frame ids (tree.c): node i is frame[i] under parent[i] (UINT32_MAX for a
+ * root); nodes are numbered in creation order, parents first. Zero-initialise it. */
+typedef struct pa_tree {
+    uint32_t *parent, *frame;
+    size_t n, cap;
+    uint32_t *slots; /* node + 1 */
+    size_t slots_cap;
+} pa_tree;
+/* The node of frame under parent, created (as node n) if new. */
+uint32_t pa_tree_child(pa_tree *t, uint32_t parent, uint32_t frame);
+void pa_tree_free(pa_tree *t);
+
+/* What the text dialects' line parser carries from one line to the next. */
+typedef struct pa_text_state {
+    pa_format format;
+    size_t last_stack;   /* index of the stack the previous stack line added, SIZE_MAX if none */
+    uint64_t last_count; /* its count on that line, which its "#t" line must not exceed */
+    int64_t t0_ms;       /* from the header: the time of "#t" bucket 0 */
+} pa_text_state;
+
+/* Parses one line (without its newline). Returns 1 for a stack, 0 for a line that carries none
+ * (blank, comment, metadata), -1 for a malformed line. */
+int pa_parse_text_line(pa_profile *p, const char *line, size_t len, pa_text_state *state);
+/* "key=value key=value" (the header's tail, or a pprof comment) into p's metadata; values are
+ * percent-decoded, bucket_ms and t0_ms go to the time fields of p and state. */
+void pa_parse_header(pa_profile *p, const char *s, size_t len, pa_text_state *state);
+/* Appends p's metadata as " key=value ..." with values percent-encoded where needed, and the
+ * time fields when p has time (t0_ms is the earliest bucket). */
+void pa_put_meta_pairs(const pa_profile *p, pa_buf *out);
+/* The bucket width set on p, whether or not it has time entries yet. */
+uint32_t pa_profile_time_width(const pa_profile *p);
+/* The earliest bucket of p's time entries (0 when it has none). */
+int64_t pa_profile_time_first(const pa_profile *p);
 
 #endif

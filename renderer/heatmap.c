@@ -33,6 +33,16 @@ struct edge {
     uint64_t count;
 };
 
+/* One bytecode instruction of a line (frames with " @OFFSET OPNAME", PYAGENT_OPCODES). */
+struct instr_entry {
+    uint32_t entry; /* the line */
+    int64_t offset;
+    const char *op; /* into the profile's frame strings; NULL if unnamed */
+    size_t op_len;
+    uint64_t self, total;
+    size_t stamp;
+};
+
 struct file_entry {
     pa_frame_kind kind;
     uint64_t self, total;
@@ -51,7 +61,11 @@ struct heat {
     size_t nedges, cap_edges;
     struct file_entry *fe;
     size_t cap_fe;
-    int64_t *entry_of; /* frame id -> line entry, -1 if the frame has no source line */
+    int64_t *entry_of;    /* frame id -> line entry, -1 if the frame has no source line */
+    int64_t *instr_of;    /* frame id -> instruction entry, -1 if the frame names none */
+    pa_profile *instrset; /* interner of (line, offset, opcode) keys */
+    struct instr_entry *ie;
+    size_t nie, cap_ie;
     uint64_t max_total;
 };
 
@@ -88,7 +102,9 @@ static void build(struct heat *h) {
     const pa_profile *p = h->p;
     size_t nframes = pa_profile_frame_count(p);
     h->entry_of = xrealloc(NULL, (nframes + 1) * sizeof *h->entry_of);
+    h->instr_of = xrealloc(NULL, (nframes + 1) * sizeof *h->instr_of);
     for (uint32_t id = 0; id < nframes; id++) {
+        h->instr_of[id] = -1;
         size_t len;
         const char *s = pa_profile_frame(p, id, &len);
         pa_frame_info fi;
@@ -112,6 +128,26 @@ static void build(struct heat *h) {
             h->nle = e + 1;
         }
         h->entry_of[id] = e;
+        if (fi.offset >= 0) {
+            /* line entry, offset and opcode name: one instruction */
+            pa_buf k = {0};
+            pa_buf_append(&k, &e, sizeof e);
+            pa_buf_append(&k, &fi.offset, sizeof fi.offset);
+            if (fi.op)
+                pa_buf_append(&k, fi.op, fi.op_len);
+            size_t before_i = pa_profile_frame_count(h->instrset);
+            uint32_t x = pa_profile_intern(h->instrset, k.data, k.len);
+            pa_buf_free(&k);
+            if (pa_profile_frame_count(h->instrset) > before_i) {
+                if (x >= h->cap_ie) {
+                    h->cap_ie = h->cap_ie ? h->cap_ie * 2 : 64;
+                    h->ie = xrealloc(h->ie, h->cap_ie * sizeof *h->ie);
+                }
+                h->ie[x] = (struct instr_entry){e, fi.offset, fi.op, fi.op_len, 0, 0, 0};
+                h->nie = x + 1;
+            }
+            h->instr_of[id] = x;
+        }
     }
     size_t nstacks = pa_profile_stack_count(p);
     for (size_t s = 0; s < nstacks; s++) {
@@ -122,6 +158,16 @@ static void build(struct heat *h) {
             int64_t e = h->entry_of[ids[k]];
             if (e < 0)
                 continue;
+            int64_t x = h->instr_of[ids[k]];
+            if (x >= 0) {
+                struct instr_entry *in = &h->ie[x];
+                if (in->stamp != s + 1) {
+                    in->stamp = s + 1;
+                    in->total += count;
+                }
+                if (k == n - 1)
+                    in->self += count;
+            }
             struct line_entry *l = &h->le[e];
             if (l->stamp != s + 1) {
                 l->stamp = s + 1;
@@ -320,6 +366,51 @@ static void put_edges(pa_buf *b, const struct heat *h, struct edge **sorted, siz
     }
 }
 
+static int cmp_instr(const void *a, const void *b) {
+    const struct instr_entry *x = *(const struct instr_entry *const *)a,
+                             *y = *(const struct instr_entry *const *)b;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
+}
+
+/* The instructions of line e as rows of the same table, under the line's own columns (self,
+ * total), in bytecode order; hidden until the line's "bytecode" button opens them. */
+static void put_instructions(pa_buf *b, const struct heat *h, uint32_t e, uint32_t ln,
+                             uint64_t all) {
+    const struct instr_entry **v = xrealloc(NULL, (h->nie + 1) * sizeof *v);
+    size_t n = 0;
+    for (size_t x = 0; x < h->nie; x++)
+        if (h->ie[x].entry == e)
+            v[n++] = &h->ie[x];
+    qsort(v, n, sizeof *v, cmp_instr);
+    for (size_t i = 0; i < n; i++) {
+        const struct instr_entry *in = v[i];
+        pa_buf_printf(b, "<tr class=\"op\" data-of=\"%u\" hidden><td class=\"ln\">@%lld</td>", ln,
+                      (long long)in->offset);
+        pa_buf_printf(b, "<td class=\"n\" title=\"");
+        put_pct(b, in->self, all);
+        pa_buf_printf(b, " of all samples\">%llu</td><td class=\"n\" title=\"",
+                      (unsigned long long)in->self);
+        put_pct(b, in->total, all);
+        pa_buf_printf(b, " of all samples\">%llu</td><td class=\"code\"><code>",
+                      (unsigned long long)in->total);
+        if (in->op) {
+            pa_buf_html_str(b, in->op, in->op_len);
+            const char *base = pa_opcode_base(in->op, in->op_len);
+            if (base) {
+                pa_buf_puts(b, "</code> <span class=\"spec\">specialized from ");
+                pa_buf_puts(b, base); /* from the generated table: [A-Z0-9_] only */
+                pa_buf_puts(b, "</span><code>");
+            }
+        } else {
+            pa_buf_puts(b, "(opcode not recorded)");
+        }
+        pa_buf_puts(b, "</code></td></tr>\n");
+    }
+    free(v);
+}
+
 static int write_file(const char *dir, const char *name, const pa_buf *b, pa_error *err) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -350,7 +441,8 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
     pa_buf_puts(&b, "<label><input type=\"checkbox\" id=\"hide-cold\"> hide cold lines</label> "
                     "<span class=\"legend\">colour: total samples, log scale · self = samples "
                     "where the line is the leaf · total = samples where it is on the stack, "
-                    "counted once</span></header>\n");
+                    "counted once · bytecode: a line's instructions (PYAGENT_OPCODES), key "
+                    "b opens all</span></header>\n");
 
     /* The lines with samples, by line number. */
     uint32_t maxline = 0;
@@ -426,7 +518,17 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
             put_edges(&b, h, sorted, edge_start[e], edge_start[e + 1]);
             pa_buf_puts(&b, "</details>");
         }
+        size_t ninstr = 0;
+        for (size_t x = 0; hot && x < h->nie; x++)
+            ninstr += h->ie[x].entry == (uint32_t)e;
+        if (ninstr)
+            pa_buf_printf(&b,
+                          "<button type=\"button\" class=\"bc\" aria-expanded=\"false\" "
+                          "data-line=\"%u\">bytecode: %zu instruction%s</button>",
+                          ln, ninstr, ninstr == 1 ? "" : "s");
         pa_buf_puts(&b, "</td></tr>\n");
+        if (ninstr)
+            put_instructions(&b, h, (uint32_t)e, ln, all);
     }
     pa_buf_puts(&b, "</tbody></table>\n");
     page_tail(&b);
@@ -460,6 +562,7 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
     h.files = pa_profile_new();
     h.lines = pa_profile_new();
     h.edgeset = pa_profile_new();
+    h.instrset = pa_profile_new();
     build(&h);
 
     /* Edges grouped by line: a sorted array of pointers and where each line's run starts. */
@@ -548,6 +651,9 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
     free(h.edges);
     free(h.fe);
     free(h.entry_of);
+    free(h.instr_of);
+    free(h.ie);
+    pa_profile_free(h.instrset);
     pa_profile_free(h.files);
     pa_profile_free(h.lines);
     pa_profile_free(h.edgeset);

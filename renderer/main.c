@@ -26,7 +26,7 @@ static const char usage_text[] =
     "  diff BASELINE CURRENT -o OUT.html          differential flamegraph (or --format folded)\n"
     "  heatmap PROFILE... -o DIR                  source heatmap: index.html + a page per file\n"
     "  top PROFILE...                             top functions by self and total samples\n"
-    "  export PROFILE... -o OUT                   folded, pprof (gzip) or speedscope JSON\n"
+    "  export PROFILE... -o OUT                   folded, pprof (gzip), speedscope, firefox, json\n"
     "\n"
     "options (all commands):\n"
     "  -o, --output PATH      where to write ('-' = standard output; default for top)\n"
@@ -47,9 +47,11 @@ static const char usage_text[] =
     "  -n, --limit N (20)     rows per table\n"
     "  --by function|line     aggregate by function (default) or by source line\n"
     "export:\n"
-    "  --format folded|pprof|speedscope   default: by extension (.pb.gz/.pprof, .json, else "
-    "folded)\n"
+    "  --format folded|pprof|speedscope|firefox|json   default: by extension (.pb.gz/.pprof,\n"
+    "                         .speedscope.json, .firefox.json, .json: report JSON; else folded)\n"
     "  --by-function          merge frames that differ only in line\n"
+    "  --strip-instructions   drop the bytecode instructions of frames (PYAGENT_OPCODES)\n"
+    "  --no-time              drop the time buckets\n"
     "  --merge-threads        drop thread:NAME roots\n"
     "  --normalize TOTAL      scale counts so they sum to about TOTAL\n";
 
@@ -66,7 +68,7 @@ struct opts {
     const char *root_from[64], *root_to[64];
     size_t nroots;
     size_t limit;
-    int by_function, merge_threads;
+    int by_function, merge_threads, strip_instructions, no_time;
     uint64_t normalize;
 };
 
@@ -98,11 +100,6 @@ static pa_profile *load(char **paths, int n, const struct opts *o) {
             fprintf(stderr, "%s: warning: no stack is left after --include/--exclude\n", prog);
     }
     return p;
-}
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
 static void write_out(const char *path, const pa_buf *b) {
@@ -145,6 +142,8 @@ enum {
     OPT_BY_FUNCTION,
     OPT_MERGE_THREADS,
     OPT_NORMALIZE,
+    OPT_STRIP_INSTRUCTIONS,
+    OPT_NO_TIME,
 };
 
 static const struct option long_opts[] = {
@@ -165,6 +164,8 @@ static const struct option long_opts[] = {
     {"by-function", no_argument, NULL, OPT_BY_FUNCTION},
     {"merge-threads", no_argument, NULL, OPT_MERGE_THREADS},
     {"normalize", required_argument, NULL, OPT_NORMALIZE},
+    {"strip-instructions", no_argument, NULL, OPT_STRIP_INSTRUCTIONS},
+    {"no-time", no_argument, NULL, OPT_NO_TIME},
     {NULL, 0, NULL, 0},
 };
 
@@ -269,6 +270,12 @@ int main(int argc, char **argv) {
         case OPT_NORMALIZE:
             o.normalize = (uint64_t)parse_num(optarg, "bad --normalize '%s' (a total)");
             break;
+        case OPT_STRIP_INSTRUCTIONS:
+            o.strip_instructions = 1;
+            break;
+        case OPT_NO_TIME:
+            o.no_time = 1;
+            break;
         default:
             fprintf(stderr, "Try '%s --help'.\n", prog);
             return 2;
@@ -284,19 +291,22 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "flamegraph") == 0) {
         if (!o.output)
             usage_error("%s: -o OUT.html or -o OUT.svg is required", cmd);
-        int svg = o.format ? strcmp(o.format, "svg") == 0 : ends_with(o.output, ".svg");
-        if (o.format && strcmp(o.format, "svg") && strcmp(o.format, "html"))
+        pa_render_format f;
+        if (o.format ? pa_render_format_find(o.format, &f) != 0 || !f.report
+                     : pa_render_format_for_path(o.output, &f) != 0 || !f.report)
+            pa_render_format_find("html", &f);
+        if (o.format && strcmp(f.name, o.format))
             usage_error("bad --format '%s' for flamegraph (html or svg)", o.format);
         pa_profile *p = load(inputs, ninputs, &o);
-        const char *title =
-            o.title ? o.title
-                    : default_title("Flamegraph", inputs, ninputs, titlebuf, sizeof titlebuf);
-        if (svg) {
-            o.svg.title = o.title ? o.title : "Flame Graph";
-            pa_render_svg(p, &o.svg, &out);
-        } else {
-            pa_render_flame_html(p, title, &out);
-        }
+        o.svg.title = o.title ? o.title : "Flame Graph";
+        pa_render_args a = {
+            .title = o.title
+                         ? o.title
+                         : default_title("Flamegraph", inputs, ninputs, titlebuf, sizeof titlebuf),
+            .svg = &o.svg,
+        };
+        pa_error err;
+        pa_render_format_write(&f, p, &a, &out, &err);
         write_out(o.output, &out);
         pa_profile_free(p);
     } else if (strcmp(cmd, "diff") == 0) {
@@ -346,38 +356,36 @@ int main(int argc, char **argv) {
     } else {
         if (!o.output)
             usage_error("%s: -o OUT is required", cmd);
-        const char *fmt = o.format;
-        if (!fmt)
-            fmt = ends_with(o.output, ".pb.gz") || ends_with(o.output, ".pprof") ||
-                          ends_with(o.output, ".pb")
-                      ? "pprof"
-                  : ends_with(o.output, ".json") ? "speedscope"
-                                                 : "folded";
-        if (strcmp(fmt, "pprof") && strcmp(fmt, "speedscope") && strcmp(fmt, "folded"))
-            usage_error("bad --format '%s' for export (folded, pprof or speedscope)", fmt);
+        pa_render_format f;
+        if (o.format ? pa_render_format_find(o.format, &f) != 0 || f.report
+                     : pa_render_format_for_path(o.output, &f) != 0 || f.report)
+            pa_render_format_find("folded", &f);
+        if (o.format && strcmp(f.name, o.format)) {
+            pa_buf names = {0};
+            pa_render_format_names(2, &names);
+            fprintf(stderr, "%s: bad --format '%s' for export (%s)\nTry '%s --help'.\n", prog,
+                    o.format, names.data, prog);
+            return 2;
+        }
         pa_profile *p = load(inputs, ninputs, &o);
-        if (o.by_function || o.merge_threads || o.normalize) {
+        if (o.by_function || o.merge_threads || o.normalize || o.strip_instructions || o.no_time) {
             pa_transform t = {.strip_lines = o.by_function,
                               .drop_threads = o.merge_threads,
+                              .strip_instructions = o.strip_instructions,
+                              .drop_time = o.no_time,
                               .scale_total = o.normalize};
             pa_profile *q = pa_profile_transform(p, &t);
             pa_profile_free(p);
             p = q;
         }
-        if (strcmp(fmt, "pprof") == 0) {
-            pa_error err;
-            if (pa_pprof_encode(p, 1, &out, &err) != 0) {
-                fprintf(stderr, "%s: %s\n", prog, err.msg);
-                return 1;
-            }
-        } else if (strcmp(fmt, "speedscope") == 0) {
-            pa_profile_encode_speedscope(
-                p,
-                o.title ? o.title
-                        : default_title("Profile", inputs, ninputs, titlebuf, sizeof titlebuf),
-                &out);
-        } else {
-            pa_profile_encode_folded(p, &out);
+        pa_render_args a = {
+            .title = o.title ? o.title
+                             : default_title("Profile", inputs, ninputs, titlebuf, sizeof titlebuf),
+        };
+        pa_error err;
+        if (pa_render_format_write(&f, p, &a, &out, &err) != 0) {
+            fprintf(stderr, "%s: %s\n", prog, err.msg);
+            return 1;
         }
         write_out(o.output, &out);
         pa_profile_free(p);

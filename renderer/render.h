@@ -42,6 +42,37 @@ typedef struct pa_heatmap_opts {
 int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *opts, const char *dir,
                       pa_error *err);
 
+/* ---- the registry of output formats ----
+ * Everything pyagent-render and the collector's /render can write from one profile: the
+ * reports drawn here (html, svg) and the data formats of the profile library
+ * (pa_output_formats: folded, pprof, speedscope, firefox, json), under one lookup. */
+typedef struct pa_render_args {
+    const char *title;
+    const pa_svg_opts *svg; /* NULL: flamegraph.pl's defaults */
+} pa_render_args;
+
+typedef struct pa_render_format {
+    const char *name;
+    const char *extension;
+    const char *mime;
+    const char *disposition; /* as pa_output_format's */
+    /* A report drawn here, or NULL for a data format (then data is set). */
+    void (*report)(const pa_profile *p, const pa_render_args *a, pa_buf *out);
+    const pa_output_format *data;
+} pa_render_format;
+
+/* By name ("html", "svg", "folded", ...): 0 and *f, or -1. */
+int pa_render_format_find(const char *name, pa_render_format *f);
+/* By the output file's name: reports first (".html", ".svg"), then data formats; -1 if
+ * nothing matches. */
+int pa_render_format_for_path(const char *path, pa_render_format *f);
+/* Writes p in format f. 0, or -1 with err (only pprof's compression can fail). */
+int pa_render_format_write(const pa_render_format *f, const pa_profile *p, const pa_render_args *a,
+                           pa_buf *out, pa_error *err);
+/* The names, comma-separated, for usage and error messages: the reports (which & 1), the
+ * data formats (which & 2), or both. */
+void pa_render_format_names(int which, pa_buf *out);
+
 typedef struct pa_top_opts {
     size_t limit; /* rows per table, default 20 */
     int by_line;  /* functions (default) or lines */

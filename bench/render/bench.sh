@@ -5,7 +5,7 @@
 #   - pyagent-render diff of two such profiles: wall time and peak RSS
 #   - the flamegraph page in Chromium: load + first draw, one zoom, one search
 #   - flamegraph.pl on the same input when FLAMEGRAPH_PL points to it, and the ratio
-# Targets (DESIGN.md): flamegraph well under 1 s and 200 MB; page < 2 s; diff < 2 s.
+# Targets (issue 18): flamegraph <= 0.25 s and <= 100 MB; page < 2 s; diff < 2 s.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../../build/release}" && pwd)

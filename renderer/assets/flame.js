@@ -1,14 +1,17 @@
-/* flame.js - the interactive flamegraph and differential flamegraph, drawn on a canvas.
+/* flame.js - the interactive flamegraph, differential flamegraph, sandwich and time heatmap,
+ * drawn on canvases.
  *
- * The page carries the stacks as a prefix tree (see pa_profile_encode_report_json). Every
- * view (merge by line or by function, reversed, one thread, the diff's elided view) is
- * rebuilt from it in one pass into flat arrays, and drawing walks only the frames wide enough
- * to see, so the cost of a redraw follows what is on screen, not the size of the profile.
- * Names are untrusted: they only ever reach the page through textContent and fillText. */
+ * The page carries the stacks as a prefix tree (see pa_profile_encode_report_json) and, when
+ * the profile has them, the samples per tree node and time bucket. Every view (merge by line,
+ * function or module, reversed, one thread, a time range, the diff of two ranges, the
+ * sandwich of one function) is rebuilt from those arrays in one pass into flat arrays, and
+ * drawing walks only the frames wide enough to see, so the cost of a redraw follows what is
+ * on screen, not the size of the profile. Names are untrusted: they only ever reach the page
+ * through textContent and fillText (and, in a saved SVG, through xml()). */
 'use strict';
 (function () {
   const data = JSON.parse(document.getElementById('profile-data').textContent);
-  const isDiff = typeof data.baseTotal === 'number';
+  const isDiffPage = typeof data.baseTotal === 'number';
   const F = data.frames;
   const KINDS = ['own', 'stdlib', 'site', 'native', 'synthetic', 'thread', 'other'];
   const KIND_TEXT = {
@@ -18,6 +21,7 @@
   const ROW = 18;
   const MIN_PX = 0.5; /* narrower frames are pruned, their share reported */
   const $ = (id) => document.getElementById(id);
+  const meta = data.meta || {};
 
   /* ---- the prefix tree from the page ---- */
   const N = data.nodes;
@@ -25,8 +29,14 @@
   const tparent = new Int32Array(n);
   for (let i = 0; i < n; i++) tparent[i] = i - N.up[i];
   const tframe = N.frame;
-  const tself = N.self;
-  const tbase = isDiff ? N.base : null;
+  const rootOf = new Int32Array(n);
+  for (let i = 0; i < n; i++) rootOf[i] = tparent[i] < 0 ? tframe[i] : rootOf[tparent[i]];
+  /* What each tree node weighs now: the whole profile, or a time range (and its baseline). */
+  let tself = N.self;
+  let tbase = isDiffPage ? N.base : null;
+  let diff = isDiffPage;
+  let totalCur = data.total;
+  let totalBase = isDiffPage ? data.baseTotal : 0;
 
   /* Control characters stay visible but inert. */
   function readable(s) {
@@ -34,29 +44,46 @@
       (c) => '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0'));
   }
 
-  /* Keys: what a view node stands for. By line a key is a frame; by function, frames that
-   * differ only in their line share a key. */
-  function makeKeys(byFunc) {
+  /* The module a file belongs to: the dotted path under the standard library or
+   * site-packages, the file's own name for the program's code, the library for native code. */
+  function moduleOf(kind, file, name) {
+    if (kind === 'thread' || kind === 'synthetic' || kind === 'other' || !file) return name;
+    if (kind === 'native') return file.replace(/^.*\//, '');
+    let m = file;
+    const roots = [/^.*\/(?:site|dist)-packages\//, /^.*\/lib\/python[0-9.]+\//, /^<frozen /];
+    let rooted = false;
+    for (const r of roots) if (r.test(m)) { m = m.replace(r, ''); rooted = true; break; }
+    if (!rooted) m = m.replace(/^.*\//, '');
+    m = m.replace(/>$/, '').replace(/\.py$/, '').replace(/\/__init__$/, '').replace(/\//g, '.');
+    return m || file;
+  }
+
+  /* Keys: what a view node stands for. By line a key is a frame (its instruction aside); by
+   * function, frames that differ only in their line share a key; by module, every frame of a
+   * module does. */
+  function makeKeys(by) {
     const nf = F.name.length;
     const keyOf = new Int32Array(nf);
     const label = [], kind = [], file = [], line = [], name = [];
     const seen = new Map();
     for (let f = 0; f < nf; f++) {
-      const fileName = data.files[F.file[f]];
-      const ln = byFunc ? 0 : F.line[f];
-      const sig = F.kind[f] + '\u0000' + F.name[f] + '\u0000' + fileName + '\u0000' + ln;
+      const kd = KINDS[F.kind[f]] || 'other';
+      const fileName = readable(data.files[F.file[f]]);
+      const nm = readable(F.name[f]);
+      const ln = by === 'line' ? F.line[f] : 0;
+      let text;
+      if (by === 'module') text = moduleOf(kd, fileName, kd === 'thread' ? 'thread:' + nm : nm);
+      else if (kd === 'thread') text = 'thread:' + nm;
+      else if (kd === 'native') text = nm + ' [' + fileName + ']';
+      else if (fileName) text = nm + ' (' + fileName + (ln ? ':' + ln : '') + ')';
+      else text = nm;
+      const sig = kd + '\u0000' + text;
       let k = seen.get(sig);
       if (k === undefined) {
         k = label.length;
         seen.set(sig, k);
-        const kd = KINDS[F.kind[f]] || 'other';
-        const nm = readable(F.name[f]);
-        const fl = readable(fileName);
-        let text = nm;
-        if (kd === 'thread') text = 'thread:' + nm;
-        else if (kd === 'native') text = nm + ' [' + fl + ']';
-        else if (fl) text = nm + ' (' + fl + (ln ? ':' + ln : '') + ')';
-        label.push(text); kind.push(kd); file.push(fl); line.push(ln); name.push(nm);
+        label.push(text); kind.push(kd); file.push(by === 'module' ? '' : fileName); line.push(ln);
+        name.push(by === 'module' ? text : nm);
       }
       keyOf[f] = k;
     }
@@ -64,11 +91,13 @@
     const order = label.map((_, i) => i).sort((a, b) => (label[a] < label[b] ? -1 : label[a] > label[b] ? 1 : 0));
     const rank = new Int32Array(label.length);
     order.forEach((k, r) => { rank[k] = r; });
-    return { keyOf, label, kind, file, line, name, rank };
+    const byLabel = new Map();
+    label.forEach((l, k) => byLabel.set(l, k));
+    return { keyOf, label, kind, file, line, name, rank, byLabel, by };
   }
   const keySets = {};
   function keys(by) {
-    if (!keySets[by]) keySets[by] = makeKeys(by === 'func');
+    if (!keySets[by]) keySets[by] = makeKeys(by);
     return keySets[by];
   }
 
@@ -78,52 +107,24 @@
     if (tparent[i] < 0 && KINDS[F.kind[tframe[i]]] === 'thread') threadTotals.set(tframe[i], 0);
   }
 
-  /* ---- building a view ---- */
-  function buildView(opt) {
-    const K = keys(opt.by);
-    const parent = [-1], key = [-1], self = [0], other = [0];
-    const index = new Map();
-    const child = (p, k) => {
+  /* ---- building views ---- */
+  function viewBuilder(K, collapse) {
+    const B = { K, parent: [-1], key: [-1], self: [0], other: [0], index: new Map() };
+    B.child = (p, k) => {
+      if (collapse && p > 0 && B.key[p] === k) return p; /* by module: one box per run */
       const id = p * 16777216 + k;
-      let v = index.get(id);
+      let v = B.index.get(id);
       if (v === undefined) {
-        v = parent.length;
-        index.set(id, v);
-        parent.push(p); key.push(k); self.push(0); other.push(0);
+        v = B.parent.length;
+        B.index.set(id, v);
+        B.parent.push(p); B.key.push(k); B.self.push(0); B.other.push(0);
       }
       return v;
     };
-    /* What each stack counts for: its width (w) and, in a diff, the baseline (b). */
-    const weight = (i) => {
-      if (!isDiff) return [tself[i], 0];
-      if (opt.elided) return [tself[i] === 0 ? tbase[i] : 0, 0];
-      return [tself[i], tbase[i]];
-    };
-    const rootOf = new Int32Array(n);
-    for (let i = 0; i < n; i++) rootOf[i] = tparent[i] < 0 ? tframe[i] : rootOf[tparent[i]];
-    const keep = (i) => opt.thread === '' || String(rootOf[i]) === opt.thread;
-    if (!opt.reversed) {
-      const map = new Int32Array(n);
-      for (let i = 0; i < n; i++) {
-        const p = tparent[i];
-        if ((p < 0 && !keep(i)) || (p >= 0 && map[p] < 0)) { map[i] = -1; continue; }
-        const v = child(p < 0 ? 0 : map[p], K.keyOf[tframe[i]]);
-        map[i] = v;
-        const [w, b] = weight(i);
-        self[v] += w; other[v] += b;
-      }
-    } else {
-      const path = [];
-      for (let i = 0; i < n; i++) {
-        const [w, b] = weight(i);
-        if ((w === 0 && b === 0) || !keep(i)) continue;
-        path.length = 0;
-        for (let j = i; j >= 0; j = tparent[j]) path.push(K.keyOf[tframe[j]]);
-        let v = 0;
-        for (const k of path) v = child(v, k);
-        self[v] += w; other[v] += b;
-      }
-    }
+    return B;
+  }
+  function finishView(B) {
+    const { parent, key, self, other, K } = B;
     const m = parent.length;
     const total = Float64Array.from(self), btotal = Float64Array.from(other);
     const depth = new Int32Array(m);
@@ -147,11 +148,83 @@
         kids.set(seg, a);
       }
     }
-    return { K, parent, key, self, other, total, btotal, depth, maxDepth, kidStart: count, kids, size: m };
+    return { K, parent, key, self, other, total, btotal, depth, maxDepth, kidStart: count, kids, size: m, treeMap: B.treeMap };
+  }
+  /* What a tree node counts for: its width (w) and, in a diff, the baseline (b). */
+  function weight(i, elided) {
+    if (!diff) return [tself[i], 0];
+    if (elided) return [tself[i] === 0 ? tbase[i] : 0, 0];
+    return [tself[i], tbase[i]];
+  }
+  const keepThread = (i, thread) => thread === '' || String(rootOf[i]) === thread;
+
+  function buildView(opt) {
+    const K = keys(opt.by);
+    const B = viewBuilder(K, opt.by === 'module');
+    if (!opt.reversed) {
+      const map = new Int32Array(n);
+      for (let i = 0; i < n; i++) {
+        const p = tparent[i];
+        if ((p < 0 && !keepThread(i, opt.thread)) || (p >= 0 && map[p] < 0)) { map[i] = -1; continue; }
+        const v = B.child(p < 0 ? 0 : map[p], K.keyOf[tframe[i]]);
+        map[i] = v;
+        const [w, b] = weight(i, opt.elided);
+        B.self[v] += w; B.other[v] += b;
+      }
+      B.treeMap = map;
+    } else {
+      const path = [];
+      for (let i = 0; i < n; i++) {
+        const [w, b] = weight(i, opt.elided);
+        if ((w === 0 && b === 0) || !keepThread(i, opt.thread)) continue;
+        path.length = 0;
+        for (let j = i; j >= 0; j = tparent[j]) path.push(K.keyOf[tframe[j]]);
+        let v = 0;
+        for (const k of path) v = B.child(v, k);
+        B.self[v] += w; B.other[v] += b;
+      }
+    }
+    return finishView(B);
+  }
+
+  /* The sandwich of key k: who called it (callers, nearest first) and what it called
+   * (callees). Only the outermost occurrence on a stack counts, so recursion adds nothing. */
+  function buildSandwich(opt, k) {
+    const K = keys(opt.by);
+    const inK = new Uint8Array(n), occ = new Uint8Array(n);
+    const w = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const p = tparent[i];
+      const hit = K.keyOf[tframe[i]] === k;
+      occ[i] = hit && !(p >= 0 && inK[p]) ? 1 : 0;
+      inK[i] = (p >= 0 && inK[p]) || hit ? 1 : 0;
+      w[i] = keepThread(i, opt.thread) ? tself[i] : 0;
+    }
+    const sub = Float64Array.from(w);
+    for (let i = n - 1; i >= 0; i--) if (tparent[i] >= 0) sub[tparent[i]] += sub[i];
+    const collapse = opt.by === 'module';
+    const callees = viewBuilder(K, collapse), callers = viewBuilder(K, collapse);
+    const cv = new Int32Array(n).fill(-1);
+    for (let i = 0; i < n; i++) {
+      if (!inK[i]) continue;
+      cv[i] = occ[i] ? callees.child(0, k) : callees.child(cv[tparent[i]], K.keyOf[tframe[i]]);
+      callees.self[cv[i]] += w[i];
+      if (occ[i] && sub[i] > 0) {
+        let v = callers.child(0, k);
+        for (let j = tparent[i]; j >= 0; j = tparent[j]) v = callers.child(v, K.keyOf[tframe[j]]);
+        callers.self[v] += sub[i];
+      }
+    }
+    return { callers: finishView(callers), callees: finishView(callees) };
   }
 
   /* ---- state, kept in the URL ---- */
-  const state = { zoom: [], search: '', regex: false, inverted: false, reversed: false, by: 'line', thread: '', theme: 'light', view: 'current' };
+  const prefersDark = () => window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
+  const state = {
+    zoom: [], search: '', regex: false, inverted: false, reversed: false, by: 'line', thread: '',
+    theme: 'light', view: 'current', mode: 'flame', sw: '', hl: '', time: false, tr: null, tb: null
+  };
+  const range = (s) => { const m = /^(\d+)-(\d+)$/.exec(s || ''); return m ? [Number(m[1]), Number(m[2])] : null; };
   function readHash() {
     const h = new URLSearchParams(location.hash.slice(1));
     state.zoom = (h.get('z') || '').split('.').filter((s) => s !== '').map(Number);
@@ -159,10 +232,16 @@
     state.regex = h.get('re') === '1';
     state.inverted = h.get('inv') === '1';
     state.reversed = h.get('rev') === '1';
-    state.by = h.get('by') === 'func' ? 'func' : 'line';
+    state.by = ['func', 'module'].includes(h.get('by')) ? h.get('by') : 'line';
     state.thread = h.get('t') || '';
-    state.theme = h.get('theme') === 'dark' ? 'dark' : 'light';
-    state.view = isDiff && h.get('view') === 'elided' ? 'elided' : 'current';
+    state.theme = h.get('theme') === 'dark' || (h.get('theme') !== 'light' && prefersDark()) ? 'dark' : 'light';
+    state.view = isDiffPage && h.get('view') === 'elided' ? 'elided' : 'current';
+    state.mode = h.get('mode') === 'sandwich' ? 'sandwich' : 'flame';
+    state.sw = h.get('sw') || '';
+    state.hl = h.get('hl') || '';
+    state.time = h.get('time') === '1' && !!data.time;
+    state.tr = data.time ? range(h.get('tr')) : null;
+    state.tb = data.time && state.tr ? range(h.get('tb')) : null;
   }
   function writeHash() {
     const h = new URLSearchParams();
@@ -171,10 +250,16 @@
     if (state.regex) h.set('re', '1');
     if (state.inverted) h.set('inv', '1');
     if (state.reversed) h.set('rev', '1');
-    if (state.by === 'func') h.set('by', 'func');
+    if (state.by !== 'line') h.set('by', state.by);
     if (state.thread) h.set('t', state.thread);
-    if (state.theme === 'dark') h.set('theme', 'dark');
+    if (state.theme !== (prefersDark() ? 'dark' : 'light')) h.set('theme', state.theme);
     if (state.view === 'elided') h.set('view', 'elided');
+    if (state.mode === 'sandwich') h.set('mode', 'sandwich');
+    if (state.sw) h.set('sw', state.sw);
+    if (state.hl) h.set('hl', state.hl);
+    if (state.time) h.set('time', '1');
+    if (state.tr) h.set('tr', state.tr.join('-'));
+    if (state.tb) h.set('tb', state.tb.join('-'));
     const s = h.toString();
     try {
       history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
@@ -183,39 +268,37 @@
     }
   }
 
-  let V = null; /* the current view */
+  let V = null; /* the current flamegraph view */
   let viewSig = '';
-  let zoomNode = 0;
-  let matchedFlag = null;
-  let rows = []; /* per depth: drawn frames as [x, w, node] */
-  let prunedTotal = 0, prunedCount = 0;
+  let matchedKeys = null;
   let maxAbsDelta = 0;
 
   function ensureView() {
-    const sig = [state.by, state.reversed, state.thread, state.view].join('|');
+    const sig = [state.by, state.reversed, state.thread, state.view, state.tr, state.tb].join('|');
     if (sig === viewSig) return;
     viewSig = sig;
+    applyTimeRange();
     V = buildView({ by: state.by, reversed: state.reversed, thread: state.thread, elided: state.view === 'elided' });
     maxAbsDelta = 0;
-    if (isDiff) {
+    if (diff) {
       for (let v = 1; v < V.size; v++) {
-        const d = Math.abs(deltaShare(v));
+        const d = Math.abs(deltaShare(V, v));
         if (d > maxAbsDelta) maxAbsDelta = d;
       }
     }
   }
 
-  function pathOf(v) {
+  function pathOf(W, v) {
     const p = [];
-    for (; v > 0; v = V.parent[v]) p.push(V.key[v]);
+    for (; v > 0; v = W.parent[v]) p.push(W.key[v]);
     return p.reverse();
   }
-  function nodeOfPath(path) {
+  function nodeOfPath(W, path) {
     let v = 0;
     for (const k of path) {
       let found = -1;
-      for (let c = V.kidStart[v]; c < V.kidStart[v + 1]; c++) {
-        if (V.key[V.kids[c]] === k) { found = V.kids[c]; break; }
+      for (let c = W.kidStart[v]; c < W.kidStart[v + 1]; c++) {
+        if (W.key[W.kids[c]] === k) { found = W.kids[c]; break; }
       }
       if (found < 0) break;
       v = found;
@@ -223,9 +306,9 @@
     return v;
   }
 
-  /* ---- search ---- */
+  /* ---- search and highlight ---- */
   function computeMatches() {
-    matchedFlag = null;
+    matchedKeys = null;
     $('matched').textContent = '';
     if (!state.search) return;
     let re;
@@ -237,16 +320,14 @@
     }
     const needle = state.search.toLowerCase();
     const K = V.K;
-    const keyHit = new Uint8Array(K.label.length);
+    matchedKeys = new Uint8Array(K.label.length);
     for (let k = 0; k < K.label.length; k++) {
-      keyHit[k] = re ? re.test(K.label[k]) : K.label[k].toLowerCase().includes(needle);
+      matchedKeys[k] = re ? re.test(K.label[k]) : K.label[k].toLowerCase().includes(needle);
     }
-    matchedFlag = new Uint8Array(V.size);
     const under = new Uint8Array(V.size);
     let matched = 0;
     for (let v = 1; v < V.size; v++) {
-      const hit = keyHit[V.key[v]];
-      matchedFlag[v] = hit;
+      const hit = matchedKeys[V.key[v]];
       const p = V.parent[v];
       if (hit && !under[p]) matched += V.total[v];
       under[v] = under[p] || hit;
@@ -276,37 +357,49 @@
     }
   }
   function hsl(h, s, l) { return 'hsl(' + h.toFixed(1) + ',' + s + '%,' + l.toFixed(1) + '%)'; }
-  function deltaShare(v) {
-    const cur = V.total[v] / (data.total || 1);
-    const base = V.btotal[v] / (data.baseTotal || 1);
-    return cur - base;
+  const MATCH = () => (dark() ? '#d05ce3' : '#e040fb');
+  const HIGHLIGHT = '#00a6ff';
+  function deltaShare(W, v) {
+    return W.total[v] / (totalCur || 1) - W.btotal[v] / (totalBase || 1);
   }
-  function diffColour(v) {
+  function diffColour(W, v) {
     if (state.view === 'elided') return 'rgb(110,150,235)';
-    const d = deltaShare(v);
+    const d = deltaShare(W, v);
     const t = maxAbsDelta > 0 ? Math.min(1, Math.sqrt(Math.abs(d) / maxAbsDelta)) : 0;
     const c = Math.round(235 - 200 * t);
     if (Math.abs(d) < 1e-12) return 'rgb(235,235,235)';
     return d > 0 ? 'rgb(245,' + c + ',' + c + ')' : 'rgb(' + c + ',' + c + ',245)';
   }
-  function colourOf(v) {
+  function colourOf(g, v) {
+    const W = g.V;
     if (v === 0) return dark() ? '#55575f' : '#c9c9cf';
-    if (matchedFlag && matchedFlag[v]) return dark() ? '#d05ce3' : '#e040fb';
-    if (isDiff) return diffColour(v);
-    return kindColour(V.K.kind[V.key[v]], V.K.name[V.key[v]]);
+    const k = W.key[v];
+    if (matchedKeys && matchedKeys[k]) return MATCH();
+    if (state.hl && W.K.label[k] === state.hl) return HIGHLIGHT;
+    if (diff && g === graphs.main) return diffColour(W, v);
+    return kindColour(W.K.kind[k], W.K.name[k]);
   }
 
   /* ---- drawing ---- */
-  const canvas = $('canvas');
-  const ctx = canvas.getContext('2d');
   function fmt(x) { return Math.round(x).toLocaleString('en-US'); }
   function pct(x) { return (100 * x).toFixed(x < 0.001 && x > 0 ? 3 : 2) + '%'; }
 
-  function draw() {
-    ensureView();
-    zoomNode = nodeOfPath(state.zoom);
-    const width = canvas.parentElement.clientWidth - 24;
-    const rowsShown = Math.min(V.maxDepth + 1, Math.floor(32000 / ROW));
+  /* A graph on a canvas: its view, zoom, orientation, and the frames drawn (for hits). */
+  function makeGraph(id, opts) {
+    const canvas = $(id);
+    return { id, canvas, ctx: canvas.getContext('2d'), V: null, zoom: 0, rows: [], pruned: 0, prunedCount: 0, sel: -1, opts };
+  }
+  const graphs = {
+    main: makeGraph('canvas', { inverted: () => state.inverted }),
+    callers: makeGraph('callers', { inverted: () => false }),
+    callees: makeGraph('callees', { inverted: () => true }),
+  };
+
+  function drawGraph(g) {
+    const W = g.V;
+    const canvas = g.canvas, ctx = g.ctx;
+    const width = Math.max(50, canvas.parentElement.clientWidth - 24);
+    const rowsShown = Math.min(W.maxDepth + 1, Math.floor(32000 / ROW));
     const height = rowsShown * ROW;
     const dpr = window.devicePixelRatio || 1;
     canvas.width = Math.max(1, Math.floor(width * dpr));
@@ -318,74 +411,120 @@
     ctx.font = '12px ui-monospace, Menlo, Consolas, monospace';
     ctx.textBaseline = 'middle';
     const charW = 7.2;
-    rows = [];
-    prunedTotal = 0;
-    prunedCount = 0;
-    const yOf = (d) => (state.inverted ? d * ROW : (rowsShown - 1 - d) * ROW);
+    const inverted = g.opts.inverted();
+    g.rows = [];
+    g.rowsShown = rowsShown;
+    g.pruned = 0;
+    g.prunedCount = 0;
+    const yOf = (d) => (inverted ? d * ROW : (rowsShown - 1 - d) * ROW);
+    g.yOf = yOf;
     const rect = (v, x, w, d, faded) => {
       if (d >= rowsShown) return;
       const y = yOf(d);
       ctx.globalAlpha = faded ? 0.55 : 1;
-      ctx.fillStyle = colourOf(v);
+      ctx.fillStyle = colourOf(g, v);
       ctx.fillRect(x, y, Math.max(w - 0.5, 0.5), ROW - 1);
-      if (isDiff && v > 0 && state.view !== 'elided' && V.btotal[v] === 0 && V.total[v] > 0) {
+      if (diff && g === graphs.main && v > 0 && state.view !== 'elided' && W.btotal[v] === 0 && W.total[v] > 0) {
         ctx.strokeStyle = '#8b0000';
         ctx.lineWidth = 2;
         ctx.strokeRect(x + 1, y + 1, Math.max(w - 2.5, 0.5), ROW - 3);
       }
-      (rows[d] = rows[d] || []).push([x, w, v]);
+      if (v === g.sel) {
+        ctx.strokeStyle = getComputedStyle(document.body).getPropertyValue('--focus') || '#1463ff';
+        ctx.lineWidth = 2;
+        ctx.strokeRect(x + 1, y + 1, Math.max(w - 2, 1), ROW - 3);
+      }
+      (g.rows[d] = g.rows[d] || []).push([x, w, v]);
       if (w > 28) {
-        const label = v === 0 ? 'all' : labelOf(v);
+        const label = v === 0 ? 'all' : W.K.label[W.key[v]];
         const max = Math.floor((w - 6) / charW);
         const text = label.length > max ? label.slice(0, Math.max(max - 1, 0)) + '…' : label;
-        ctx.fillStyle = isDiff || !dark() ? '#111' : '#0d0d0d';
+        ctx.fillStyle = '#111';
         ctx.fillText(text, x + 3, y + ROW / 2);
       }
     };
     /* Ancestors of the zoomed frame span the whole width. */
     const anc = [];
-    for (let v = zoomNode; v > 0; v = V.parent[v]) anc.push(v);
+    for (let v = g.zoom; v > 0; v = W.parent[v]) anc.push(v);
     anc.push(0);
     anc.reverse();
-    for (let i = 0; i < anc.length - 1; i++) rect(anc[i], 0, width, V.depth[anc[i]], true);
-    const ztotal = V.total[zoomNode];
+    for (let i = 0; i < anc.length - 1; i++) rect(anc[i], 0, width, W.depth[anc[i]], true);
+    const ztotal = W.total[g.zoom];
     const scale = ztotal > 0 ? width / ztotal : 0;
-    const stack = [[zoomNode, 0]];
+    const stack = [[g.zoom, 0]];
     while (stack.length) {
       const [v, x] = stack.pop();
-      const w = V.total[v] * scale;
-      if (V.total[v] === 0) continue; /* in a diff: a stack only the baseline has */
-      if (w < MIN_PX) { prunedTotal += V.total[v]; prunedCount++; continue; }
-      rect(v, x, w, V.depth[v], false);
+      const w = W.total[v] * scale;
+      if (W.total[v] === 0) continue; /* in a diff: a stack only the baseline has */
+      if (w < MIN_PX) { g.pruned += W.total[v]; g.prunedCount++; continue; }
+      rect(v, x, w, W.depth[v], false);
       let cx = x;
       const kidsOut = [];
-      for (let c = V.kidStart[v]; c < V.kidStart[v + 1]; c++) {
-        const k = V.kids[c];
+      for (let c = W.kidStart[v]; c < W.kidStart[v + 1]; c++) {
+        const k = W.kids[c];
         kidsOut.push([k, cx]);
-        cx += V.total[k] * scale;
+        cx += W.total[k] * scale;
       }
       for (let i = kidsOut.length - 1; i >= 0; i--) stack.push(kidsOut[i]);
     }
     ctx.globalAlpha = 1;
-    const all = V.total[0] || 1;
-    $('status').textContent = prunedCount
-      ? prunedCount.toLocaleString('en-US') + ' frames narrower than ' + MIN_PX + ' px not drawn: ' +
-        pct(prunedTotal / all) + ' of samples (' + fmt(prunedTotal) + '). Click a frame to zoom in.'
-      : 'All frames drawn.';
-    $('reset').disabled = zoomNode === 0;
   }
 
-  function labelOf(v) {
-    return V.K.label[V.key[v]];
+  function draw() {
+    ensureView();
+    const g = graphs.main;
+    g.V = V;
+    g.zoom = nodeOfPath(V, state.zoom);
+    if (g.sel >= V.size) g.sel = -1;
+    const sandwich = state.mode === 'sandwich';
+    $('chart').hidden = sandwich;
+    $('sandwich').hidden = !sandwich;
+    $('mode-flame').setAttribute('aria-pressed', String(!sandwich));
+    $('mode-sandwich').setAttribute('aria-pressed', String(sandwich));
+    if (sandwich) {
+      drawSandwich();
+    } else {
+      drawGraph(g);
+      const all = V.total[0] || 1;
+      $('status').textContent = (g.prunedCount
+        ? g.prunedCount.toLocaleString('en-US') + ' frames narrower than ' + MIN_PX + ' px not drawn: ' +
+          pct(g.pruned / all) + ' of samples (' + fmt(g.pruned) + '). Click a frame to zoom in.'
+        : 'All frames drawn.') + rangeNote();
+    }
+    $('reset').disabled = g.zoom === 0;
+    drawHeat();
+  }
+
+  function drawSandwich() {
+    const K = keys(state.by);
+    const k = K.byLabel.get(state.sw);
+    if (k === undefined) {
+      $('sw-title').textContent = 'Choose a function: select a frame and press s, or use a hot spot\u2019s button.';
+      for (const g of [graphs.callers, graphs.callees]) { g.canvas.width = 1; g.canvas.height = 1; g.V = null; }
+      return;
+    }
+    const sw = buildSandwich({ by: state.by, thread: state.thread }, k);
+    graphs.callers.V = sw.callers;
+    graphs.callees.V = sw.callees;
+    graphs.callers.zoom = graphs.callees.zoom = 0;
+    drawGraph(graphs.callers);
+    drawGraph(graphs.callees);
+    const t = sw.callees.total[0];
+    $('sw-title').textContent = K.label[k] + ': on the stack in ' + fmt(t) + ' samples (' + pct(t / (V.total[0] || 1)) + ')';
+    $('status').textContent = 'Sandwich: callers above (nearest caller first), callees below.' + rangeNote();
+  }
+
+  function labelOf(g, v) {
+    return g.V.K.label[g.V.key[v]];
   }
 
   /* ---- interaction ---- */
-  function hit(ev) {
-    const r = canvas.getBoundingClientRect();
-    const x = ev.clientX - r.left, y = ev.clientY - r.top;
-    const rowsShown = Math.round(r.height / ROW);
-    const d = state.inverted ? Math.floor(y / ROW) : rowsShown - 1 - Math.floor(y / ROW);
-    const row = rows[d];
+  function hitAt(g, clientX, clientY) {
+    if (!g.V) return -1;
+    const r = g.canvas.getBoundingClientRect();
+    const x = clientX - r.left, y = clientY - r.top;
+    const d = g.opts.inverted() ? Math.floor(y / ROW) : g.rowsShown - 1 - Math.floor(y / ROW);
+    const row = g.rows[d];
     if (!row) return -1;
     let lo = 0, hi = row.length - 1;
     while (lo <= hi) {
@@ -396,6 +535,16 @@
       else return v;
     }
     return -1;
+  }
+  /* Where v is drawn, in client coordinates, or null. */
+  function boxOf(g, v) {
+    const r = g.canvas.getBoundingClientRect();
+    for (let d = 0; d < g.rows.length; d++) {
+      for (const [x, w, u] of g.rows[d] || []) {
+        if (u === v) return { x: r.left + x, y: r.top + g.yOf(d), w, h: ROW - 1 };
+      }
+    }
+    return null;
   }
 
   const tip = $('tooltip');
@@ -409,81 +558,191 @@
     });
     table.appendChild(tr);
   }
-  function showTip(v, ev) {
+  function div(cls, text) {
+    const e = document.createElement('div');
+    e.className = cls;
+    e.textContent = text;
+    return e;
+  }
+
+  /* The bytecode instructions behind a flamegraph node (frames that carry one), with their
+   * samples: read from the tree nodes that map to it. */
+  function instructionsOf(g, v) {
+    if (!F.op || g !== graphs.main || !g.V.treeMap) return [];
+    const map = g.V.treeMap;
+    const sub = subtotals();
+    const by = new Map();
+    for (let i = 0; i < n; i++) {
+      if (map[i] !== v || F.off[tframe[i]] < 0) continue;
+      const key = F.off[tframe[i]] + ' ' + F.op[tframe[i]];
+      const e = by.get(key) || { off: F.off[tframe[i]], op: data.frames.ops[F.op[tframe[i]]] || '', total: 0, self: 0 };
+      e.total += sub[i];
+      e.self += tself[i];
+      by.set(key, e);
+    }
+    return Array.from(by.values()).sort((a, b) => b.total - a.total);
+  }
+  let subCache = null;
+  function subtotals() {
+    if (subCache && subCache.of === tself) return subCache.sub;
+    const sub = Float64Array.from(tself);
+    for (let i = n - 1; i >= 0; i--) if (tparent[i] >= 0) sub[tparent[i]] += sub[i];
+    subCache = { of: tself, sub };
+    return sub;
+  }
+
+  function showTip(g, v, cx, cy) {
+    const W = g.V;
     tip.textContent = '';
-    const head = document.createElement('div');
-    head.className = 'name';
-    const K = V.K;
-    const k = V.key[v];
-    head.textContent = v === 0 ? 'all samples' : K.kind[k] === 'thread' ? 'thread:' + K.name[k] : K.name[k];
-    tip.appendChild(head);
-    if (v !== 0 && K.file[k]) {
-      const where = document.createElement('div');
-      where.className = 'where';
-      where.textContent = K.file[k] + (K.line[k] ? ':' + K.line[k] : '') + '  ·  ' + KIND_TEXT[K.kind[k]];
-      tip.appendChild(where);
-    } else if (v !== 0) {
-      const where = document.createElement('div');
-      where.className = 'where';
-      where.textContent = KIND_TEXT[K.kind[k]];
-      tip.appendChild(where);
+    const K = W.K;
+    const k = W.key[v];
+    tip.appendChild(div('name', v === 0 ? 'all samples' : K.kind[k] === 'thread' ? K.label[k] : K.name[k]));
+    if (v !== 0) {
+      tip.appendChild(div('where', (K.file[k] ? K.file[k] + (K.line[k] ? ':' + K.line[k] : '') + '  ·  ' : '') + KIND_TEXT[K.kind[k]]));
     }
     const table = document.createElement('table');
-    const all = V.total[0] || 1;
-    const z = V.total[zoomNode] || 1;
-    const childSum = V.total[v] - V.self[v];
-    const selfN = V.total[v] - childSum;
-    if (!isDiff) {
-      addRow(table, ['total', fmt(V.total[v]) + ' samples', pct(V.total[v] / all) + ' of all', pct(V.total[v] / z) + ' of zoom']);
+    const all = W.total[0] || 1;
+    const z = W.total[g.zoom] || 1;
+    const selfN = W.self[v];
+    if (!diff || g !== graphs.main) {
+      addRow(table, ['total', fmt(W.total[v]) + ' samples', pct(W.total[v] / all) + ' of all', pct(W.total[v] / z) + ' of zoom']);
       addRow(table, ['self', fmt(selfN) + ' samples', pct(selfN / all) + ' of all', pct(selfN / z) + ' of zoom']);
     } else if (state.view === 'elided') {
-      addRow(table, ['baseline', fmt(V.total[v]) + ' samples', pct(V.total[v] / (data.baseTotal || 1)) + ' of baseline']);
+      addRow(table, ['baseline', fmt(W.total[v]) + ' samples', pct(W.total[v] / (totalBase || 1)) + ' of baseline']);
       addRow(table, ['current', '0 samples', 'stack vanished']);
     } else {
-      const bt = data.baseTotal || 1, ct = data.total || 1;
-      const before = V.btotal[v], after = V.total[v];
+      const bt = totalBase || 1, ct = totalCur || 1;
+      const before = W.btotal[v], after = W.total[v];
       const expected = before * ct / bt; /* the baseline scaled to the current total */
       const change = after - expected;
-      const d = deltaShare(v);
+      const d = deltaShare(W, v);
       addRow(table, ['before', fmt(before) + ' samples', pct(before / bt) + ' of baseline']);
       addRow(table, ['after', fmt(after) + ' samples', pct(after / ct) + ' of current']);
       addRow(table, ['change', (change >= 0 ? '+' : '−') + fmt(Math.abs(change)) + ' samples (normalised)',
         (d >= 0 ? '+' : '−') + (100 * Math.abs(d)).toFixed(2) + ' points',
         before > 0 ? (after / ct >= before / bt ? '+' : '−') + (100 * Math.abs((after / ct) / (before / bt) - 1)).toFixed(1) + '% relative' : 'new']);
       if (before === 0 && after > 0) {
-        const n = document.createElement('div');
-        n.textContent = 'NEW: not in the baseline';
-        n.style.fontWeight = '600';
-        tip.appendChild(n);
+        const e = div('', 'NEW: not in the baseline');
+        e.style.fontWeight = '600';
+        tip.appendChild(e);
       }
     }
     tip.appendChild(table);
+    const ops = v > 0 ? instructionsOf(g, v) : [];
+    if (ops.length) {
+      const box = div('ops', 'Bytecode instructions:');
+      const t2 = document.createElement('table');
+      for (const e of ops.slice(0, 8)) {
+        const [opname, base] = e.op.split('|');
+        addRow(t2, ['@' + e.off + ' ' + (opname || '?') + (base ? ' (specialized ' + base + ')' : ''),
+          fmt(e.total) + ' total', fmt(e.self) + ' self', pct(e.total / (W.total[v] || 1))]);
+      }
+      box.appendChild(t2);
+      if (ops.length > 8) box.appendChild(div('where', (ops.length - 8) + ' more'));
+      tip.appendChild(box);
+    }
     tip.hidden = false;
     const pad = 14;
-    let left = ev.clientX + pad, top = ev.clientY + pad;
+    let left = cx + pad, top = cy + pad;
     const r = tip.getBoundingClientRect();
-    if (left + r.width > innerWidth) left = Math.max(0, ev.clientX - r.width - pad);
-    if (top + r.height > innerHeight) top = Math.max(0, ev.clientY - r.height - pad);
+    if (left + r.width > innerWidth) left = Math.max(0, cx - r.width - pad);
+    if (top + r.height > innerHeight) top = Math.max(0, cy - r.height - pad);
     tip.style.left = left + 'px';
     tip.style.top = top + 'px';
+    if (v > 0) {
+      $('status').textContent = K.label[k] + ' — ' + fmt(W.total[v]) + ' samples (' + pct(W.total[v] / all) + '), self ' + fmt(selfN);
+    }
   }
 
-  canvas.addEventListener('mousemove', (ev) => {
-    const v = hit(ev);
-    if (v < 0) { tip.hidden = true; return; }
-    showTip(v, ev);
-  });
-  canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
-  canvas.addEventListener('click', (ev) => {
-    const v = hit(ev);
-    if (v < 0) return;
-    state.zoom = pathOf(v);
+  for (const g of Object.values(graphs)) {
+    g.canvas.addEventListener('mousemove', (ev) => {
+      const v = hitAt(g, ev.clientX, ev.clientY);
+      if (v < 0) { tip.hidden = true; return; }
+      showTip(g, v, ev.clientX, ev.clientY);
+    });
+    g.canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
+    g.canvas.addEventListener('click', (ev) => {
+      const v = hitAt(g, ev.clientX, ev.clientY);
+      if (v < 0) return;
+      if (g === graphs.main) {
+        state.zoom = pathOf(V, v);
+        g.sel = v;
+      } else if (v > 0) {
+        /* in the sandwich, a frame becomes the next sandwich's function */
+        state.sw = labelOf(g, v);
+      }
+      writeHash();
+      draw();
+    });
+    g.canvas.addEventListener('keydown', (ev) => keyNav(g, ev));
+  }
+
+  /* Arrow keys move the selected frame: towards the leaves, the root, or a sibling. */
+  function keyNav(g, ev) {
+    const W = g.V;
+    if (!W) return;
+    if (g.sel < 0 || g.sel >= W.size) g.sel = g.zoom;
+    const deeper = g.opts.inverted() ? 'ArrowDown' : 'ArrowUp';
+    const shallower = g.opts.inverted() ? 'ArrowUp' : 'ArrowDown';
+    let v = g.sel;
+    const kidsOf = (u) => Array.from(W.kids.subarray(W.kidStart[u], W.kidStart[u + 1])).filter((c) => W.total[c] > 0);
+    if (ev.key === deeper) {
+      const kids = kidsOf(v);
+      if (kids.length) v = kids.reduce((a, b) => (W.total[b] > W.total[a] ? b : a));
+    } else if (ev.key === shallower) {
+      if (v > 0) v = W.parent[v];
+    } else if (ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') {
+      if (v > 0) {
+        const sib = kidsOf(W.parent[v]);
+        const i = sib.indexOf(v) + (ev.key === 'ArrowLeft' ? -1 : 1);
+        if (i >= 0 && i < sib.length) v = sib[i];
+      }
+    } else if (ev.key === 'Enter' && g === graphs.main) {
+      state.zoom = pathOf(W, v);
+      writeHash();
+      draw();
+      ev.preventDefault();
+      return;
+    } else {
+      return;
+    }
+    ev.preventDefault();
+    g.sel = v;
+    if (g === graphs.main) drawGraph(g); else draw();
+    const b = boxOf(g, v);
+    if (b) showTip(g, v, b.x + Math.min(b.w, 40), b.y);
+  }
+
+  function setMode(mode, fn) {
+    if (fn) fn();
+    state.mode = mode;
     writeHash();
     draw();
-  });
+  }
+  function sandwichOfSelection() {
+    const g = graphs.main;
+    const v = g.sel > 0 ? g.sel : -1;
+    setMode('sandwich', () => { if (v > 0) state.sw = labelOf(g, v); });
+  }
+
   document.addEventListener('keydown', (ev) => {
-    if (ev.key === 'Escape') { state.zoom = []; writeHash(); draw(); }
+    const t = ev.target;
+    const typing = t && (t.tagName === 'INPUT' || t.tagName === 'SELECT' || t.tagName === 'TEXTAREA');
+    if (ev.key === 'Escape') {
+      if ($('help').open) return;
+      if (typing) t.blur();
+      state.zoom = []; writeHash(); draw();
+      return;
+    }
+    if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === '/') { ev.preventDefault(); $('search').focus(); }
+    else if (ev.key === 's') sandwichOfSelection();
+    else if (ev.key === 'f') setMode('flame');
+    else if (ev.key === 't' && data.time) toggleTime();
+    else if (ev.key === '?') openHelp();
   });
+  $('mode-flame').addEventListener('click', () => setMode('flame'));
+  $('mode-sandwich').addEventListener('click', sandwichOfSelection);
   $('reset').addEventListener('click', () => { state.zoom = []; writeHash(); draw(); });
   let searchTimer = 0;
   $('search').addEventListener('input', () => {
@@ -491,24 +750,45 @@
     searchTimer = setTimeout(() => { state.search = $('search').value; writeHash(); computeMatches(); draw(); }, 120);
   });
   $('regex').addEventListener('change', () => { state.regex = $('regex').checked; writeHash(); computeMatches(); draw(); });
-  const viewChange = (fn) => () => { fn(); state.zoom = []; writeHash(); ensureView(); computeMatches(); draw(); };
+  const viewChange = (fn) => () => { fn(); state.zoom = []; writeHash(); ensureView(); computeMatches(); refreshSidebar(); draw(); };
   $('inverted').addEventListener('change', () => { state.inverted = $('inverted').checked; writeHash(); draw(); });
   $('reversed').addEventListener('change', viewChange(() => { state.reversed = $('reversed').checked; }));
-  $('by').addEventListener('change', viewChange(() => { state.by = $('by').value; }));
+  $('by').addEventListener('change', viewChange(() => { state.by = $('by').value; state.sw = ''; state.hl = ''; }));
   $('thread').addEventListener('change', viewChange(() => { state.thread = $('thread').value; }));
   $('view').addEventListener('change', viewChange(() => { state.view = $('view').value; }));
   $('theme').addEventListener('click', () => {
     state.theme = dark() ? 'light' : 'dark';
     applyTheme();
     writeHash();
+    refreshSidebar();
     draw();
+  });
+  function openHelp() {
+    const d = $('help');
+    if (!d.open) d.showModal();
+  }
+  $('help-open').addEventListener('click', openHelp);
+  $('save-svg').addEventListener('click', () => {
+    const blob = new Blob([svgOf(graphs.main)], { type: 'image/svg+xml' });
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(blob);
+    a.download = 'flamegraph.svg';
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000);
   });
   function applyTheme() {
     document.body.className = state.theme;
     $('theme').textContent = dark() ? 'light theme' : 'dark theme';
   }
   window.addEventListener('resize', () => draw());
-  window.addEventListener('hashchange', () => { readHash(); syncControls(); ensureView(); computeMatches(); draw(); });
+  window.addEventListener('hashchange', () => { readHash(); syncControls(); ensureView(); computeMatches(); refreshSidebar(); draw(); });
+  if (window.matchMedia) {
+    window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+      if (!new URLSearchParams(location.hash.slice(1)).get('theme')) { readHash(); applyTheme(); draw(); }
+    });
+  }
 
   function syncControls() {
     $('search').value = state.search;
@@ -518,15 +798,427 @@
     $('by').value = state.by;
     $('thread').value = state.thread;
     $('view').value = state.view;
+    $('time-toggle').setAttribute('aria-pressed', String(state.time));
+    $('timepanel').hidden = !state.time;
     applyTheme();
   }
 
-  /* ---- page furniture ---- */
+  /* ---- a saved SVG of what is drawn ---- */
+  function xml(s) {
+    return s.replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&#39;' }[c]))
+      .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, '');
+  }
+  function svgOf(g) {
+    const width = parseFloat(g.canvas.style.width) || 1200;
+    const height = g.rowsShown * ROW;
+    const out = ['<svg xmlns="http://www.w3.org/2000/svg" width="' + width + '" height="' + (height + 24) +
+      '" font-family="monospace" font-size="12"><text x="4" y="16">' + xml(document.title) + '</text><g transform="translate(0,24)">'];
+    for (let d = 0; d < g.rows.length; d++) {
+      for (const [x, w, v] of g.rows[d] || []) {
+        const label = v === 0 ? 'all' : labelOf(g, v);
+        out.push('<g><title>' + xml(label + ' (' + fmt(g.V.total[v]) + ' samples)') + '</title><rect x="' + x.toFixed(1) +
+          '" y="' + g.yOf(d) + '" width="' + Math.max(w - 0.5, 0.5).toFixed(1) + '" height="' + (ROW - 1) +
+          '" fill="' + colourOf(g, v) + '"/>' + (w > 28 ? '<text x="' + (x + 3).toFixed(1) + '" y="' + (g.yOf(d) + 13) +
+          '">' + xml(label.slice(0, Math.floor((w - 6) / 7.2))) + '</text>' : '') + '</g>');
+      }
+    }
+    out.push('</g></svg>');
+    return out.join('\n');
+  }
+
+  /* ---- the time heatmap (FlameScope): columns are seconds, rows parts of a second ---- */
+  const T = data.time || null;
+  let heat = null; /* { rows, rowMs, sec0, cols, counts, max }, set below */
+  function heatLayout() {
+    if (!T) return null;
+    const w = T.w;
+    const rowMs = Math.max(w, Math.ceil(1000 / 50 / w) * w);
+    const rows = Math.ceil(1000 / rowMs);
+    const sec0 = Math.floor(T.t0 / 1000);
+    let last = 0;
+    for (let i = 0; i < T.b.length; i++) if (T.b[i] > last) last = T.b[i];
+    const cols = Math.floor((T.t0 + last * w) / 1000) - sec0 + 1;
+    return { rows, rowMs, sec0, cols };
+  }
+  /* The cell index (column-major, so cell order is time order) of time entry i. */
+  function cellOf(i) {
+    const t = T.t0 + T.b[i] * T.w;
+    const col = Math.floor(t / 1000) - heat.sec0;
+    return col * heat.rows + Math.floor((t - Math.floor(t / 1000) * 1000) / heat.rowMs);
+  }
+  function cellTime(c) {
+    return (heat.sec0 + Math.floor(c / heat.rows)) * 1000 + (c % heat.rows) * heat.rowMs;
+  }
+  /* Tree weights of a range of cells [a, b]. */
+  function rangeWeights(r) {
+    const w = new Float64Array(n);
+    let total = 0;
+    for (let i = 0; i < T.b.length; i++) {
+      const c = cellOf(i);
+      if (c >= r[0] && c <= r[1]) { w[T.node[i]] += T.n[i]; total += T.n[i]; }
+    }
+    return [w, total];
+  }
+  function applyTimeRange() {
+    if (T && !heat) heat = heatLayout();
+    if (!T || !state.tr) {
+      tself = N.self; tbase = isDiffPage ? N.base : null; diff = isDiffPage;
+      totalCur = data.total; totalBase = isDiffPage ? data.baseTotal : 0;
+      return;
+    }
+    const [w, total] = rangeWeights(state.tr);
+    if (state.tb) {
+      const [bw, btotal] = rangeWeights(state.tb);
+      tself = w; tbase = bw; totalCur = total; totalBase = btotal; diff = true;
+    } else {
+      tself = w; totalCur = total; diff = false; tbase = null;
+    }
+  }
+  function when(ms) {
+    const d = new Date(ms);
+    return d.toISOString().replace('T', ' ').replace(/\.(\d+)Z$/, '.$1Z');
+  }
+  function rangeText(r) {
+    return when(cellTime(r[0])) + ' – ' + when(cellTime(r[1]) + heat.rowMs).slice(11);
+  }
+  function rangeNote() {
+    if (!state.tr || !heat) return '';
+    return state.tb ? '  Diff: ' + rangeText(state.tr) + ' (current) against ' + rangeText(state.tb) + ' (baseline).'
+      : '  Time range ' + rangeText(state.tr) + ': ' + fmt(totalCur) + ' samples.';
+  }
+  let dragFrom = -1, dragTo = -1, dragSecond = false, cursor = 0;
+  const CELL_W = () => Math.max(4, Math.min(22, Math.floor((($('heatwrap').clientWidth || 800) - 40) / heat.cols)));
+  const CELL_H = () => Math.max(3, Math.min(10, Math.floor(220 / heat.rows)));
+  function drawHeat() {
+    if (!T || !state.time) return;
+    if (!heat) heat = heatLayout();
+    const cw = CELL_W(), ch = CELL_H();
+    const counts = new Float64Array(heat.cols * heat.rows);
+    let timed = 0;
+    for (let i = 0; i < T.b.length; i++) {
+      if (!keepThread(T.node[i], state.thread)) continue;
+      counts[cellOf(i)] += T.n[i];
+      timed += T.n[i];
+    }
+    let max = 0;
+    for (const c of counts) if (c > max) max = c;
+    heat.max = max;
+    heat.counts = counts;
+    const canvas = $('heat');
+    const left = 34, top = 4;
+    const width = left + heat.cols * cw + 4, height = top + heat.rows * ch + 16;
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.floor(width * dpr);
+    canvas.height = Math.floor(height * dpr);
+    canvas.style.width = width + 'px';
+    canvas.style.height = height + 'px';
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = dark() ? '#17181c' : '#ffffff';
+    ctx.fillRect(0, 0, width, height);
+    const inRange = (c, r) => r && c >= r[0] && c <= r[1];
+    const sel = dragFrom >= 0 ? [Math.min(dragFrom, dragTo), Math.max(dragFrom, dragTo)] : null;
+    for (let c = 0; c < counts.length; c++) {
+      const col = Math.floor(c / heat.rows), row = c % heat.rows;
+      const x = left + col * cw, y = top + row * ch;
+      const v = counts[c] / (max || 1);
+      /* FlameScope's scale: white for nothing, deeper red for more samples */
+      ctx.fillStyle = counts[c] === 0 ? (dark() ? '#202127' : '#f4f4f6')
+        : 'rgb(' + Math.round(255 - 30 * v) + ',' + Math.round(235 - 205 * v) + ',' + Math.round(225 - 205 * v) + ')';
+      ctx.fillRect(x, y, cw - 1, ch - 1);
+      const a = dragSecond ? null : sel, b = dragSecond ? sel : null;
+      if (inRange(c, a || state.tr) || inRange(c, b || state.tb)) {
+        ctx.fillStyle = inRange(c, b || state.tb) ? 'rgba(40,90,255,0.45)' : 'rgba(176,32,159,0.45)';
+        ctx.fillRect(x, y, cw - 1, ch - 1);
+      }
+      if (c === cursor && document.activeElement === canvas) {
+        ctx.strokeStyle = '#1463ff';
+        ctx.strokeRect(x + 0.5, y + 0.5, cw - 2, ch - 2);
+      }
+    }
+    ctx.fillStyle = dark() ? '#a0a0a8' : '#5f5f66';
+    ctx.font = '10px system-ui, sans-serif';
+    ctx.fillText('0 ms', 2, top + 8);
+    ctx.fillText(Math.round(1000 - heat.rowMs) + '', 2, top + heat.rows * ch - 1);
+    const step = Math.max(1, Math.ceil(40 / cw));
+    for (let col = 0; col < heat.cols; col += step) ctx.fillText(col + 's', left + col * cw, top + heat.rows * ch + 12);
+    const untimed = totalAll() - timedAll();
+    $('timeinfo').textContent = fmt(timed) + ' samples over ' + heat.cols + ' s from ' + when(heat.sec0 * 1000) +
+      ' · rows of ' + heat.rowMs + ' ms · deepest cell ' + fmt(max) + ' samples' +
+      (untimed > 0 ? ' · ' + fmt(untimed) + ' samples without time are left out of ranges' : '') + '.';
+  }
+  const totalAll = () => data.total;
+  let timedCache = -1;
+  function timedAll() {
+    if (timedCache < 0) { timedCache = 0; for (const c of T.n) timedCache += c; }
+    return timedCache;
+  }
+  function heatCell(ev) {
+    const r = $('heat').getBoundingClientRect();
+    const cw = CELL_W(), ch = CELL_H();
+    const col = Math.floor((ev.clientX - r.left - 34) / cw), row = Math.floor((ev.clientY - r.top - 4) / ch);
+    if (col < 0 || row < 0 || col >= heat.cols || row >= heat.rows) return -1;
+    return col * heat.rows + row;
+  }
+  function commitRange(a, b, second) {
+    const r = [Math.min(a, b), Math.max(a, b)];
+    if (second && state.tr) state.tb = state.tr;
+    state.tr = r;
+    if (!second) state.tb = null;
+    state.zoom = [];
+    writeHash();
+    ensureView();
+    computeMatches();
+    refreshSidebar();
+    draw();
+  }
+  function toggleTime() {
+    state.time = !state.time;
+    syncControls();
+    writeHash();
+    draw();
+  }
+  if (T) {
+    $('time-toggle').hidden = false;
+    $('time-toggle').addEventListener('click', toggleTime);
+    const hc = $('heat');
+    hc.addEventListener('mousedown', (ev) => {
+      const c = heatCell(ev);
+      if (c < 0) return;
+      dragFrom = dragTo = c;
+      dragSecond = ev.shiftKey && !!state.tr;
+      ev.preventDefault();
+      drawHeat();
+    });
+    hc.addEventListener('mousemove', (ev) => {
+      const c = heatCell(ev);
+      if (dragFrom >= 0 && c >= 0 && c !== dragTo) { dragTo = c; drawHeat(); }
+      if (c >= 0) hc.title = when(cellTime(c)) + ': ' + fmt(heat.counts[c]) + ' samples';
+    });
+    window.addEventListener('mouseup', () => {
+      if (dragFrom < 0) return;
+      const a = dragFrom, b = dragTo, second = dragSecond;
+      dragFrom = dragTo = -1;
+      commitRange(a, b, second);
+    });
+    hc.addEventListener('focus', () => drawHeat());
+    hc.addEventListener('blur', () => drawHeat());
+    hc.addEventListener('keydown', (ev) => {
+      const last = heat.cols * heat.rows - 1;
+      const moves = { ArrowUp: -1, ArrowDown: 1, ArrowLeft: -heat.rows, ArrowRight: heat.rows };
+      if (moves[ev.key] !== undefined) {
+        const next = Math.max(0, Math.min(last, cursor + moves[ev.key]));
+        if (ev.shiftKey) { if (dragFrom < 0) { dragFrom = cursor; dragSecond = ev.altKey && !!state.tr; } dragTo = next; }
+        cursor = next;
+        ev.preventDefault();
+        drawHeat();
+      } else if (ev.key === 'Enter') {
+        const a = dragFrom >= 0 ? dragFrom : cursor, b = dragFrom >= 0 ? dragTo : cursor, second = dragSecond;
+        dragFrom = dragTo = -1;
+        commitRange(a, b, second);
+        ev.preventDefault();
+      } else if (ev.key === 'Escape') {
+        dragFrom = dragTo = -1;
+        clearRange();
+        ev.stopPropagation();
+      }
+    });
+    $('time-clear').addEventListener('click', clearRange);
+  }
+  function clearRange() {
+    state.tr = state.tb = null;
+    state.zoom = [];
+    writeHash();
+    ensureView();
+    computeMatches();
+    refreshSidebar();
+    draw();
+  }
+
+  /* ---- the sidebar ---- */
+  function fact(dl, term, value, warn) {
+    const dt = document.createElement('dt');
+    dt.textContent = term;
+    const dd = document.createElement('dd');
+    dd.textContent = value;
+    if (warn) dd.className = 'warn';
+    dl.appendChild(dt);
+    dl.appendChild(dd);
+  }
+  function seconds(s) {
+    return s >= 3600 ? (s / 3600).toFixed(1) + ' h' : s >= 60 ? (s / 60).toFixed(1) + ' min' : s.toFixed(s < 10 ? 2 : 1) + ' s';
+  }
+  function refreshFacts() {
+    const dl = $('facts');
+    dl.textContent = '';
+    const program = meta.program || meta.app || meta.cmd;
+    if (program) fact(dl, 'program', program);
+    if (meta.python) fact(dl, 'interpreter', 'CPython ' + meta.python);
+    if (meta.mode) fact(dl, 'mode', meta.mode + (meta.timer ? ' (' + meta.timer + ')' : ''));
+    if (meta.rate) fact(dl, 'rate asked', meta.rate + ' Hz');
+    if (meta.achieved_rate) fact(dl, 'rate achieved', meta.achieved_rate + ' Hz', Number(meta.achieved_rate) < 0.8 * Number(meta.rate || 0));
+    if (T) {
+      let last = 0;
+      for (const b of T.b) if (b > last) last = b;
+      fact(dl, 'duration', seconds(((last + 1) * T.w) / 1000) + ' (wall, from the time buckets)');
+    } else if (meta.end && meta.start) {
+      fact(dl, 'duration', seconds(Number(meta.end) - Number(meta.start)) + ' (wall)');
+    }
+    if (meta.cpu_s) fact(dl, 'CPU time', seconds(Number(meta.cpu_s)));
+    if (diff) fact(dl, 'samples', fmt(totalBase) + ' → ' + fmt(totalCur));
+    else fact(dl, 'samples', fmt(totalCur) + (state.tr ? ' in the range (of ' + fmt(data.total) + ')' : ''));
+    fact(dl, 'threads', String(threadTotals.size || 1));
+    fact(dl, 'functions', fmt(keys('func').label.filter((_, k) => !['thread', 'other'].includes(keys('func').kind[k])).length));
+    for (const [key, text] of [['dropped', 'dropped'], ['truncated', 'truncated stacks'], ['unreadable', 'unreadable frames']]) {
+      if (meta[key] !== undefined) fact(dl, text, fmt(Number(meta[key])), Number(meta[key]) > 0);
+    }
+    if (meta.pid) fact(dl, 'pid', meta.pid);
+    if (meta.start) fact(dl, 'started', when(Number(meta.start) * 1000).replace(/\.\d+Z$/, 'Z'));
+  }
+
+  /* Hot spots: the keys with the most self samples (thread filter and time range apply). */
+  function refreshHotspots() {
+    const K = keys(state.by);
+    const self = new Float64Array(K.label.length);
+    let all = 0;
+    for (let i = 0; i < n; i++) {
+      if (tself[i] === 0 || !keepThread(i, state.thread)) continue;
+      self[K.keyOf[tframe[i]]] += tself[i];
+      all += tself[i];
+    }
+    const top = Array.from(self.keys()).filter((k) => self[k] > 0 && K.kind[k] !== 'thread')
+      .sort((a, b) => self[b] - self[a]).slice(0, 10);
+    const ol = $('hotspots');
+    ol.textContent = '';
+    for (const k of top) {
+      const li = document.createElement('li');
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.setAttribute('aria-pressed', String(state.hl === K.label[k]));
+      b.title = 'highlight it in the graph (again: clear); s: its sandwich';
+      b.appendChild(document.createTextNode(K.name[k] + ' '));
+      const strong = document.createElement('strong');
+      strong.textContent = pct(self[k] / (all || 1));
+      b.appendChild(strong);
+      const where = document.createElement('span');
+      where.className = 'where';
+      where.textContent = (K.file[k] ? K.file[k] + (K.line[k] ? ':' + K.line[k] : '') + ' · ' : '') + fmt(self[k]) + ' samples';
+      b.appendChild(where);
+      b.addEventListener('click', () => {
+        state.hl = state.hl === K.label[k] ? '' : K.label[k];
+        state.sw = K.label[k];
+        writeHash();
+        refreshHotspots();
+        draw();
+      });
+      b.addEventListener('keydown', (ev) => {
+        if (ev.key === 's') { ev.stopPropagation(); setMode('sandwich', () => { state.sw = K.label[k]; }); }
+      });
+      li.appendChild(b);
+      ol.appendChild(li);
+    }
+    if (!top.length) ol.textContent = 'no samples';
+  }
+
+  function bar(share) {
+    const b = document.createElement('span');
+    b.className = 'bar';
+    const i = document.createElement('i');
+    i.style.width = (100 * share).toFixed(1) + '%';
+    b.appendChild(i);
+    return b;
+  }
+
+  function refreshThreads() {
+    const sub = subtotals();
+    const totals = new Map();
+    for (const f of threadTotals.keys()) totals.set(f, 0);
+    for (let i = 0; i < n; i++) if (tparent[i] < 0 && totals.has(tframe[i])) totals.set(tframe[i], totals.get(tframe[i]) + sub[i]);
+    const ul = $('threads');
+    ul.textContent = '';
+    const sorted = Array.from(totals.entries()).sort((a, b) => b[1] - a[1]);
+    for (const [f, t] of sorted) {
+      const li = document.createElement('li');
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.textContent = readable(F.name[f]) + ' ' + pct(t / (totalCur || 1));
+      b.title = 'show only this thread (again: all threads)';
+      b.appendChild(bar(t / (totalCur || 1)));
+      b.addEventListener('click', () => {
+        $('thread').value = state.thread === String(f) ? '' : String(f);
+        $('thread').dispatchEvent(new Event('change'));
+      });
+      li.appendChild(b);
+      ul.appendChild(li);
+    }
+    $('sec-threads').hidden = sorted.length === 0;
+    /* Thread states: the share of samples whose leaf is a state (<idle>, <waiting for the GIL>). */
+    const states = new Map();
+    let leafTotal = 0;
+    for (let i = 0; i < n; i++) {
+      if (tself[i] === 0 || !keepThread(i, state.thread)) continue;
+      leafTotal += tself[i];
+      const kd = KINDS[F.kind[tframe[i]]];
+      const name = kd === 'synthetic' ? readable(F.name[tframe[i]]) : 'running Python or native code';
+      states.set(name, (states.get(name) || 0) + tself[i]);
+    }
+    const su = $('states');
+    su.textContent = '';
+    const list = Array.from(states.entries()).sort((a, b) => b[1] - a[1]);
+    for (const [name, c] of list) {
+      const li = document.createElement('li');
+      li.textContent = name + ' ' + pct(c / (leafTotal || 1));
+      li.appendChild(bar(c / (leafTotal || 1)));
+      su.appendChild(li);
+    }
+    $('sec-states').hidden = list.length < 2;
+  }
+
+  function refreshLegend() {
+    const legend = $('legend');
+    legend.textContent = '';
+    const row = (colour, text) => {
+      const d = document.createElement('div');
+      const s = document.createElement('span');
+      s.className = 'swatch';
+      s.style.background = colour;
+      d.appendChild(s);
+      d.appendChild(document.createTextNode(text));
+      legend.appendChild(d);
+    };
+    if (diff) {
+      $('viewlabel').hidden = !isDiffPage;
+      row('rgb(245,60,60)', 'grew');
+      row('rgb(60,60,245)', 'shrank');
+      row('rgb(235,235,235)', 'unchanged');
+      legend.appendChild(div('note', 'widths: current profile; colour: change in share of all samples, each profile normalised by its own total; dark outline: new frame.' + (isDiffPage ? ' "elided" shows stacks only the baseline has.' : '')));
+      return;
+    }
+    /* by where the code lives, with each kind's share of the self samples */
+    const self = new Float64Array(KINDS.length);
+    let all = 0;
+    for (let i = 0; i < n; i++) {
+      if (tself[i] === 0 || !keepThread(i, state.thread)) continue;
+      self[F.kind[tframe[i]]] += tself[i];
+      all += tself[i];
+    }
+    for (const kd of ['own', 'stdlib', 'site', 'native', 'synthetic']) {
+      row(kindColour(kd, 'a'), KIND_TEXT[kd] + ' ' + pct(self[KINDS.indexOf(kd)] / (all || 1)));
+    }
+    row(MATCH(), 'search match');
+    row(HIGHLIGHT, 'highlighted hot spot');
+    legend.appendChild(div('note', 'shares: of the samples spent in each kind of code (self).'));
+  }
+
+  function refreshSidebar() {
+    refreshFacts();
+    refreshHotspots();
+    refreshThreads();
+    refreshLegend();
+  }
+
   function setup() {
-    /* thread totals from the tree: a root's subtree */
-    const sub = new Float64Array(n);
-    for (let i = 0; i < n; i++) sub[i] = tself[i];
-    for (let i = n - 1; i >= 0; i--) if (tparent[i] >= 0) sub[tparent[i]] += sub[i];
+    const sub = subtotals();
     for (let i = 0; i < n; i++) {
       if (tparent[i] < 0 && threadTotals.has(tframe[i])) threadTotals.set(tframe[i], threadTotals.get(tframe[i]) + sub[i]);
     }
@@ -539,9 +1231,8 @@
       sel.appendChild(o);
     }
     if (!threads.length) sel.parentElement.hidden = true;
-    const meta = data.meta || {};
     const bits = [];
-    if (isDiff) {
+    if (isDiffPage) {
       bits.push('baseline ' + fmt(data.baseTotal) + ' samples → current ' + fmt(data.total) + ' samples');
     } else {
       bits.push(fmt(data.total) + ' samples');
@@ -550,50 +1241,34 @@
     if (meta.mode) bits.push(meta.mode + ' time');
     if (meta.python) bits.push('Python ' + meta.python);
     $('summary').textContent = bits.join(' · ');
-    const legend = $('legend');
-    const swatch = (colour, text) => {
-      const s = document.createElement('span');
-      s.className = 'swatch';
-      s.style.background = colour;
-      legend.appendChild(s);
-      legend.appendChild(document.createTextNode(text));
-    };
-    if (isDiff) {
-      $('viewlabel').hidden = false;
-      swatch('rgb(245,60,60)', 'grew');
-      swatch('rgb(60,60,245)', 'shrank');
-      swatch('rgb(235,235,235)', 'unchanged');
-      legend.appendChild(document.createTextNode('  · widths: current profile; colour: change in share of all samples, each profile normalised by its own total; dark outline: new frame. "elided" shows stacks only the baseline has.'));
-    } else {
-      swatch(kindColour('own', 'a'), 'your code');
-      swatch(kindColour('stdlib', 'a'), 'standard library');
-      swatch(kindColour('site', 'a'), 'site-packages');
-      swatch(kindColour('native', 'a'), 'native');
-      swatch(kindColour('synthetic', 'a'), 'synthetic');
-      swatch(dark() ? '#d05ce3' : '#e040fb', 'search match');
-    }
+    if (isDiffPage) $('viewlabel').hidden = false;
   }
 
   /* A small API for tests and for people poking at the page from the console. */
-  function findAll(label) {
+  function findAll(label, which) {
+    const g = graphs[which || 'main'];
     const found = [];
-    const r = canvas.getBoundingClientRect();
-    const rowsShown = Math.round(r.height / ROW);
-    for (let d = 0; d < rows.length; d++) {
-      for (const [x, w, v] of rows[d] || []) {
-        if (v > 0 && labelOf(v) === label) {
-          const y = state.inverted ? d * ROW : (rowsShown - 1 - d) * ROW;
-          found.push({ x: r.left + x, y: r.top + y, w, h: ROW - 1, colour: colourOf(v), total: V.total[v] });
+    if (!g.V) return found;
+    const r = g.canvas.getBoundingClientRect();
+    for (let d = 0; d < g.rows.length; d++) {
+      for (const [x, w, v] of g.rows[d] || []) {
+        if (v > 0 && labelOf(g, v) === label) {
+          found.push({ x: r.left + x, y: r.top + g.yOf(d), w, h: ROW - 1, colour: colourOf(g, v), total: g.V.total[v], self: g.V.self[v] });
         }
       }
     }
     return found;
   }
   window.pyagentFlame = {
-    find: (label) => findAll(label)[0] || null,
+    find: (label, which) => findAll(label, which)[0] || null,
     findAll,
     state: () => JSON.parse(JSON.stringify(state)),
-    pruned: () => ({ total: prunedTotal, count: prunedCount }),
+    pruned: () => ({ total: graphs.main.pruned, count: graphs.main.prunedCount }),
+    svg: () => svgOf(graphs.main),
+    total: () => (V ? V.total[0] : 0),
+    heatCell: (c) => (heat ? { x: $('heat').getBoundingClientRect().left + 34 + Math.floor(c / heat.rows) * CELL_W() + 1,
+      y: $('heat').getBoundingClientRect().top + 4 + (c % heat.rows) * CELL_H() + 1, count: heat.counts ? heat.counts[c] : 0 } : null),
+    heatLayout: () => (heat ? { rows: heat.rows, cols: heat.cols, rowMs: heat.rowMs } : null),
   };
 
   readHash();
@@ -601,6 +1276,7 @@
   syncControls();
   ensureView();
   computeMatches();
+  refreshSidebar();
   draw();
   /* milliseconds from navigation start to the first complete drawing (read by the bench) */
   document.body.dataset.readyMs = String(Math.round(performance.now()));

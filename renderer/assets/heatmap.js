@@ -31,6 +31,20 @@
       fromHash();
     });
   }
+  /* A line's bytecode rows: its button opens them; 'b' opens or closes all. */
+  function showBytecode(btn, open) {
+    btn.setAttribute('aria-expanded', String(open));
+    for (const r of document.querySelectorAll('tr.op[data-of="' + btn.dataset.line + '"]')) r.hidden = !open;
+  }
+  for (const btn of document.querySelectorAll('button.bc')) {
+    btn.addEventListener('click', () => showBytecode(btn, btn.getAttribute('aria-expanded') !== 'true'));
+  }
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'b' || ev.ctrlKey || ev.metaKey || ev.altKey || /INPUT|SELECT|TEXTAREA/.test(ev.target.tagName)) return;
+    const all = document.querySelectorAll('button.bc');
+    const open = Array.from(all).some((x) => x.getAttribute('aria-expanded') !== 'true');
+    for (const btn of all) showBytecode(btn, open);
+  });
   fromHash();
   document.body.dataset.ready = '1';
 })();

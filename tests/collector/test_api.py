@@ -142,7 +142,9 @@ class Api(unittest.TestCase):
         page = self.ok(self.c.get("/")).decode()
         self.assertIn("esc.cpu", page)
         page = self.ok(self.c.get("/?app=esc.cpu&from=%d&until=%d" % (T0, T0 + 60))).decode()
-        self.assertNotIn("<script>", page)
+        # The page has a script of its own now (the timeline); the upload's must not be one.
+        self.assertNotIn("<script>alert", page)
+        self.assertEqual(page.count("<script>"), 1, "only the page's own timeline script")
         self.assertIn("&lt;script&gt;", page)
 
     def test_relative_times(self):

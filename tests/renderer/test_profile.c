@@ -401,6 +401,192 @@ static void speedscope_has_a_profile_per_thread(void **state) {
     pa_profile_free(p);
 }
 
+/* ---- time buckets, instructions, metadata, formats (docs/formats.md) ---- */
+
+static const char timed_text[] =
+    "# pyagent 1 rate=100 mode=cpu python=3.12.1 program=/srv/my%20app.py bucket_ms=20 "
+    "t0_ms=1763750000000\n"
+    "thread:Main;main (/srv/app.py:5);work (/srv/app.py:9) @84 LOAD_ATTR_INSTANCE_VALUE 30\n"
+    "#t 0:10,10 50:10\n"
+    "thread:Main;main (/srv/app.py:5);work (/srv/app.py:9) @90:4-12 BINARY_OP 20\n"
+    "#t 2:5,5,5,5\n"
+    "thread:Main;main (/srv/app.py:5) 5\n";
+
+/* The samples of the stack whose leaf is `leaf`, per bucket start, into counts[t - t0]/20. */
+static uint64_t bucket(const pa_profile *p, const char *leaf, int64_t t) {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < pa_profile_time_count(p); i++) {
+        size_t s, n;
+        int64_t tt;
+        uint64_t c;
+        pa_profile_time_at(p, i, &s, &tt, &c);
+        const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
+        if (tt == t && strcmp(pa_profile_frame(p, ids[n - 1], NULL), leaf) == 0)
+            sum += c;
+    }
+    return sum;
+}
+
+static void time_lines_give_each_stack_its_buckets(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse(timed_text, &st);
+    assert_int_equal(st.bad_lines, 0);
+    assert_int_equal(pa_profile_bucket_ms(p), 20);
+    const char *a = "work (/srv/app.py:9) @84 LOAD_ATTR_INSTANCE_VALUE";
+    assert_int_equal(bucket(p, a, 1763750000000), 10);
+    assert_int_equal(bucket(p, a, 1763750000020), 10);
+    assert_int_equal(bucket(p, a, 1763750001000), 10);
+    assert_int_equal(bucket(p, "work (/srv/app.py:9) @90:4-12 BINARY_OP", 1763750000100), 5);
+    assert_int_equal(pa_profile_time_count(p), 7);
+    /* the header's values are percent-decoded; the time fields are not metadata */
+    assert_string_equal(pa_profile_meta(p, "program"), "/srv/my app.py");
+    assert_null(pa_profile_meta(p, "bucket_ms"));
+    /* and it all writes back the same */
+    char *text = folded(p);
+    assert_string_equal(text, timed_text);
+    free(text);
+    pa_profile_free(p);
+}
+
+static void a_time_line_over_its_stack_count_is_malformed(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("# pyagent 1 bucket_ms=10 t0_ms=0\na;b 5\n#t 0:3,3\na;c 2\n#t 0:x\n"
+                          "#t 0:1\n",
+                          &st);
+    assert_int_equal(st.bad_lines, 3); /* 6 > 5, not a number, a second time line */
+    assert_int_equal(pa_profile_time_count(p), 0);
+    assert_int_equal(pa_profile_total(p), 7);
+    pa_profile_free(p);
+}
+
+static void pprof_keeps_time_instructions_and_metadata(void **state) {
+    (void)state;
+    pa_profile *p = parse(timed_text, NULL);
+    pa_buf pb = {0};
+    pa_error err;
+    assert_int_equal(pa_pprof_encode(p, 1, &pb, &err), 0);
+    pa_profile *q = pa_profile_new();
+    assert_int_equal(pa_profile_parse_buffer(q, pb.data, pb.len, "pb", NULL, &err), 0);
+    char *a = folded(p), *b = folded(q);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    pa_buf_free(&pb);
+    pa_profile_free(q);
+    pa_profile_free(p);
+}
+
+static void merging_combines_metadata_and_rebuckets_time(void **state) {
+    (void)state;
+    pa_profile *a = parse("# pyagent 1 pid=1 samples=5 cpu_s=1.5 signals=150 achieved_rate=100 "
+                          "start=100 bucket_ms=10 t0_ms=1000\nx;y 5\n#t 0:2 1:3\n",
+                          NULL);
+    pa_profile *b = parse("# pyagent 1 pid=2 samples=4 cpu_s=0.5 signals=50 achieved_rate=100 "
+                          "start=90 bucket_ms=20 t0_ms=1000\nx;y 4\n#t 0:4\n",
+                          NULL);
+    pa_profile_merge(a, b);
+    assert_string_equal(pa_profile_meta(a, "pid"), "1,2");
+    assert_string_equal(pa_profile_meta(a, "samples"), "9");
+    assert_string_equal(pa_profile_meta(a, "cpu_s"), "2.000");
+    assert_string_equal(pa_profile_meta(a, "achieved_rate"), "100");
+    assert_string_equal(pa_profile_meta(a, "start"), "90");
+    /* 10 ms buckets joined 20 ms ones: both buckets of a now sit in 1000..1020 */
+    assert_int_equal(pa_profile_bucket_ms(a), 20);
+    assert_int_equal(pa_profile_time_count(a), 1);
+    assert_int_equal(bucket(a, "y", 1000), 9);
+    /* filtering and transforming keep the time of the stacks they keep */
+    pa_transform t = {.strip_instructions = 1};
+    pa_profile *c = pa_profile_transform(a, &t);
+    assert_int_equal(pa_profile_time_count(c), 1);
+    pa_profile_free(c);
+    t.drop_time = 1;
+    c = pa_profile_transform(a, &t);
+    assert_int_equal(pa_profile_time_count(c), 0);
+    pa_profile_free(c);
+    pa_profile_free(a);
+    pa_profile_free(b);
+}
+
+static void instruction_suffixes_are_parsed_and_stripped(void **state) {
+    (void)state;
+    pa_frame_info fi;
+    const char *s = "work (/srv/app.py:9) @90:4-12 BINARY_OP";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.kind, PA_FRAME_OWN);
+    assert_int_equal(fi.line, 9);
+    assert_int_equal(fi.offset, 90);
+    assert_int_equal(fi.col, 4);
+    assert_int_equal(fi.end_col, 12);
+    assert_int_equal(fi.op_len, 9);
+    assert_memory_equal(fi.op, "BINARY_OP", 9);
+    assert_int_equal(fi.base_len, strlen("work (/srv/app.py:9)"));
+    s = "work (/srv/app.py:9) @7";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, 7);
+    assert_null(fi.op);
+    /* not an instruction: stays part of the name */
+    s = "f @3 (/srv/app.py:9)";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, -1);
+    assert_int_equal(fi.line, 9);
+    s = "work (/srv/app.py:9) @84 load_attr";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, -1);
+    pa_profile *p =
+        parse("m (a.py:1);w (a.py:2) @4 CALL 3\nm (a.py:1);w (a.py:2) @8 CALL 2\n", NULL);
+    pa_transform t = {.strip_instructions = 1};
+    pa_profile *q = pa_profile_transform(p, &t);
+    assert_int_equal(pa_profile_stack_count(q), 1);
+    assert_int_equal(pa_profile_total(q), 5);
+    pa_profile_free(q);
+    pa_profile_free(p);
+}
+
+static void opcode_names_come_from_the_generated_table(void **state) {
+    (void)state;
+    assert_string_equal(pa_opcode_name(3, 8, 1), "POP_TOP");
+    assert_non_null(pa_opcode_name(3, 12, 0));
+    assert_null(pa_opcode_name(2, 7, 1));
+    assert_string_equal(pa_opcode_base("LOAD_ATTR_INSTANCE_VALUE", 24), "LOAD_ATTR");
+    assert_null(pa_opcode_base("LOAD_ATTR", 9));
+}
+
+static void the_format_registry_names_extensions_and_encoders(void **state) {
+    (void)state;
+    assert_string_equal(pa_output_format_for_path("a.pb.gz")->name, "pprof");
+    assert_string_equal(pa_output_format_for_path("a.pprof")->name, "pprof");
+    assert_string_equal(pa_output_format_for_path("a.speedscope.json")->name, "speedscope");
+    assert_string_equal(pa_output_format_for_path("a.json")->name, "speedscope");
+    assert_string_equal(pa_output_format_for_path("a.firefox.json")->name, "firefox");
+    assert_string_equal(pa_output_format_for_path("a.report.json")->name, "json");
+    assert_null(pa_output_format_for_path("a.html"));
+    pa_profile *p = parse(timed_text, NULL);
+    for (size_t i = 0; pa_output_formats[i]; i++) {
+        const pa_output_format *f = pa_output_formats[i];
+        assert_ptr_equal(pa_output_format_find(f->name), f);
+        pa_buf b = {0};
+        pa_error err;
+        assert_int_equal(f->encode(p, NULL, &b, &err), 0);
+        assert_true(b.len > 0);
+        pa_buf_free(&b);
+    }
+    assert_null(pa_output_format_find("gecko"));
+    pa_profile_free(p);
+}
+
+static void speedscope_follows_time_order(void **state) {
+    (void)state;
+    pa_profile *p = parse(timed_text, NULL);
+    pa_buf b = {0};
+    pa_profile_encode_speedscope(p, "t", &b);
+    /* buckets 0,1 (10 each) of @84, 2..5 (5 each) of @90, 50 of @84, then the untimed 5 */
+    assert_non_null(strstr(b.data, "\"weights\":[10,10,5,5,5,5,10,5]"));
+    pa_buf_free(&b);
+    pa_profile_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(identical_stacks_are_aggregated),
@@ -421,6 +607,14 @@ int main(void) {
         cmocka_unit_test(json_and_html_escaping_is_inert),
         cmocka_unit_test(report_json_carries_both_profiles),
         cmocka_unit_test(speedscope_has_a_profile_per_thread),
+        cmocka_unit_test(time_lines_give_each_stack_its_buckets),
+        cmocka_unit_test(a_time_line_over_its_stack_count_is_malformed),
+        cmocka_unit_test(pprof_keeps_time_instructions_and_metadata),
+        cmocka_unit_test(merging_combines_metadata_and_rebuckets_time),
+        cmocka_unit_test(instruction_suffixes_are_parsed_and_stripped),
+        cmocka_unit_test(opcode_names_come_from_the_generated_table),
+        cmocka_unit_test(the_format_registry_names_extensions_and_encoders),
+        cmocka_unit_test(speedscope_follows_time_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,150 @@
+// sidebar.test.mjs - the flamegraph page's sidebar and page furniture: profile facts, hot
+// spots that highlight, per-thread shares, colour legend, merge by module, system theme with
+// a switch, keyboard navigation, help, the SVG of the view; every view quiet in the console.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { launch, open, render, shot, work, waitFor, timedProfile, FIXTURES } from './lib.mjs';
+
+const html = join(work, 'timed.html');
+let ctx;
+before(async () => {
+  render('flamegraph', timedProfile(join(work, 'timed.folded')), '-o', html);
+  ctx = await launch();
+});
+after(async () => { await ctx.close_(); });
+
+const facts = (page) => page.$$eval('#facts dt', (dts) => Object.fromEntries(dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent])));
+
+test('the summary gives program, interpreter, mode, rates, duration, samples, threads and losses', async () => {
+  const { page, errors } = await open(ctx, html);
+  const f = await facts(page);
+  assert.equal(f.program, '/srv/app/main.py');
+  assert.equal(f.interpreter, 'CPython 3.12.1');
+  assert.equal(f.mode, 'cpu');
+  assert.equal(f['rate asked'], '100 Hz');
+  assert.equal(f['rate achieved'], '97 Hz');
+  assert.match(f.duration, /^6\.00 s/);
+  assert.equal(f.samples, '900');
+  assert.equal(f.threads, '2');
+  assert.equal(f.dropped, '0');
+  assert.equal(f['truncated stacks'], '2');
+  const warn = await page.$$eval('#facts dd', (dds) => dds.filter((d) => d.className === 'warn').map((d) => d.previousElementSibling.textContent));
+  assert.deepEqual(warn, ['truncated stacks'], 'losses above zero stand out');
+  assert.deepEqual(errors, []);
+  await shot(page, 'sidebar');
+  await page.close();
+});
+
+test('hot spots rank by self samples and a click highlights the function', async () => {
+  const { page, errors } = await open(ctx, html);
+  const items = await page.$$eval('#hotspots button', (bs) => bs.map((b) => b.textContent));
+  assert.equal(items.length, 3);
+  assert.match(items[0], /^phase_a 33\.33%\/srv\/app\/main\.py:20 · 300 samples$/);
+  const label = 'phase_a (/srv/app/main.py:20)';
+  const before = await page.evaluate((l) => window.pyagentFlame.find(l).colour, label);
+  await page.click('#hotspots li:first-child button');
+  assert.equal(await page.getAttribute('#hotspots li:first-child button', 'aria-pressed'), 'true');
+  assert.equal(await page.evaluate((l) => window.pyagentFlame.find(l).colour, label), '#00a6ff');
+  assert.notEqual(before, '#00a6ff');
+  assert.match(page.url(), /hl=phase_a/);
+  await page.click('#hotspots li:first-child button');
+  assert.equal(await page.evaluate((l) => window.pyagentFlame.find(l).colour, label), before, 'a second click clears');
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('threads show their shares and filter the graph', async () => {
+  const { page } = await open(ctx, html);
+  const rows = await page.$$eval('#threads button', (bs) => bs.map((b) => b.textContent));
+  assert.deepEqual(rows, ['MainThread 66.67%', 'worker-1 33.33%']);
+  await page.click('#threads li:nth-child(2) button');
+  assert.equal(await page.evaluate(() => window.pyagentFlame.total()), 300);
+  assert.equal(await page.evaluate(() => window.pyagentFlame.find('phase_b (/srv/app/main.py:25)')), null);
+  const legend = await page.textContent('#legend');
+  assert.match(legend, /your code 100\.00%/);
+  await page.close();
+});
+
+test('colours follow where code lives, with a legend that gives each kind its share', async () => {
+  render('flamegraph', join(FIXTURES, 'app.folded'), '-o', join(work, 'fixture.html'));
+  const { page } = await open(ctx, join(work, 'fixture.html'));
+  const legend = await page.textContent('#legend');
+  assert.match(legend, /your code [0-9.]+%standard library [0-9.]+%site-packages [0-9.]+%native [0-9.]+%synthetic [0-9.]+%/);
+  const own = await page.evaluate(() => window.pyagentFlame.find('work (/srv/app/main.py:12)').colour);
+  const site = await page.evaluate(() => window.pyagentFlame.find('get (/srv/venv/lib/python3.11/site-packages/requests/api.py:70)').colour);
+  assert.match(own, /^hsl\((1[2-9]|[23][0-9])\./, 'own code is red/orange');
+  assert.match(site, /^hsl\((19[5-9]|2[0-2][0-9])\./, 'site-packages is blue');
+  await page.close();
+});
+
+test('merge by module groups frames into modules', async () => {
+  const { page } = await open(ctx, html);
+  await page.selectOption('#by', 'module');
+  const r = await page.evaluate(() => window.pyagentFlame.find('main'));
+  assert.ok(r, 'the program\'s own module is one box');
+  assert.equal(r.total, 600, 'main.py\'s frames of MainThread collapse into one run');
+  assert.ok(await page.evaluate(() => window.pyagentFlame.find('threading')), 'stdlib module by dotted name');
+  assert.match(page.url(), /by=module/);
+  await shot(page, 'flamegraph-by-module');
+  await page.close();
+});
+
+test('the theme follows the system and the switch overrides it', async () => {
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.goto('file://' + html);
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.getAttribute('body', 'class'), 'dark');
+  await page.click('#theme');
+  assert.equal(await page.getAttribute('body', 'class'), 'light');
+  assert.match(page.url(), /theme=light/);
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.goto('file://' + html);
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.getAttribute('body', 'class'), 'light');
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('everything is reachable from the keyboard', async () => {
+  const { page, errors } = await open(ctx, html);
+  // Tab order reaches the controls, the graph and the sidebar's buttons
+  const seen = new Set();
+  for (let i = 0; i < 40; i++) {
+    await page.keyboard.press('Tab');
+    seen.add(await page.evaluate(() => document.activeElement.id || document.activeElement.closest('section')?.id || document.activeElement.tagName));
+  }
+  for (const id of ['mode-sandwich', 'search', 'by', 'theme', 'help-open', 'canvas', 'sec-hot', 'sec-threads']) assert.ok(seen.has(id), id + ' is reachable by Tab');
+  await page.focus('#canvas');
+  await page.keyboard.press('ArrowUp'); // the root's widest child: thread:MainThread
+  await page.keyboard.press('ArrowUp');
+  await page.keyboard.press('ArrowUp');
+  await page.keyboard.press('ArrowUp'); // main
+  await page.keyboard.press('Enter');
+  assert.match(page.url(), /z=[0-9.]+/);
+  const z = await page.evaluate(() => window.pyagentFlame.find('main (/srv/app/main.py:31)'));
+  assert.ok(z.w > 900, 'zoomed into main from the keyboard');
+  await page.keyboard.press('Escape');
+  assert.doesNotMatch(page.url(), /z=/);
+  await page.keyboard.press('/');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'search');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('?');
+  assert.equal(await page.evaluate(() => document.getElementById('help').open), true);
+  await page.keyboard.press('Escape');
+  assert.equal(await page.evaluate(() => document.getElementById('help').open), false);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('the view saves as an SVG of the frames drawn', async () => {
+  const { page } = await open(ctx, html);
+  const svg = await page.evaluate(() => window.pyagentFlame.svg());
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  assert.match(svg, /<title>phase_a \(\/srv\/app\/main\.py:20\) \(300 samples\)<\/title>/);
+  assert.equal((svg.match(/<rect /g) || []).length, 9);
+  await page.close();
+});
