@@ -37,27 +37,6 @@ static void put_folded_frame(pa_buf *b, const char *s, size_t len) {
     pa_buf_append(b, s + start, len - start);
 }
 
-void pa_put_meta_pairs(const pa_profile *p, pa_buf *out) {
-    size_t nmeta = pa_profile_meta_count(p);
-    for (size_t i = 0; i < nmeta; i++) {
-        const char *k, *v;
-        pa_profile_meta_at(p, i, &k, &v);
-        if (strcmp(k, "bucket_ms") == 0 || strcmp(k, "t0_ms") == 0)
-            continue; /* the time fields below are the true ones */
-        pa_buf_printf(out, " %s=", k);
-        /* Values are one token: what would end it, or end the line, is percent-encoded. */
-        for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-            if (*c <= ' ' || *c == '%' || *c == 0x7F)
-                pa_buf_printf(out, "%%%02X", *c);
-            else
-                pa_buf_append(out, c, 1);
-        }
-    }
-    if (pa_profile_bucket_ms(p))
-        pa_buf_printf(out, " bucket_ms=%u t0_ms=%lld", pa_profile_bucket_ms(p),
-                      (long long)pa_profile_time_first(p));
-}
-
 /* The "#t" line of every stack that has time, by stack index; entries sorted by stack then
  * time make each stack's runs of consecutive buckets. */
 struct time_lines {

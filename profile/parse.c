@@ -84,54 +84,6 @@ static int starts(const char *s, size_t len, const char *prefix) {
     return len >= n && memcmp(s, prefix, n) == 0;
 }
 
-static int hexval(char c) {
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* "# pyagent 1 rate=250 mode=cpu ..." -> metadata. A header may follow stacks already read
- * (several inputs parsed into one profile): values then combine as merged profiles' do. */
-void pa_parse_header(pa_profile *p, const char *s, size_t len, pa_text_state *state) {
-    size_t i = 0;
-    pa_buf value = {0};
-    while (i < len) {
-        while (i < len && s[i] == ' ')
-            i++;
-        size_t start = i;
-        while (i < len && s[i] != ' ')
-            i++;
-        const char *eq = memchr(s + start, '=', i - start);
-        if (!eq || eq == s + start)
-            continue;
-        char *key = pa_xstrndup(s + start, (size_t)(eq - (s + start)));
-        value.len = 0;
-        for (const char *v = eq + 1; v < s + i; v++) {
-            if (*v == '%' && v + 2 < s + i && hexval(v[1]) >= 0 && hexval(v[2]) >= 0) {
-                char c = (char)(hexval(v[1]) * 16 + hexval(v[2]));
-                pa_buf_append(&value, &c, 1);
-                v += 2;
-            } else {
-                pa_buf_append(&value, v, 1);
-            }
-        }
-        pa_buf_append(&value, "", 1);
-        if (strcmp(key, "bucket_ms") == 0) {
-            long w = strtol(value.data, NULL, 10);
-            if (w > 0 && w <= 3600000)
-                pa_profile_set_bucket_ms(p, (uint32_t)w);
-        } else if (strcmp(key, "t0_ms") == 0) {
-            if (state)
-                state->t0_ms = strtoll(value.data, NULL, 10);
-        } else {
-            pa_profile_combine_meta(p, key, value.data);
-        }
-        free(key);
-    }
-    pa_buf_free(&value);
-}
-
 /* "#t B:C[,C...] ..." after a stack line: its samples per time bucket. Each run starts at
  * bucket B (counted from the header's t0_ms) and gives the counts of consecutive buckets.
  * The counts may not add up to more than the stack line's. Returns 0, or -1 if malformed
@@ -548,11 +500,11 @@ int pa_parser_finish(pa_parser *ps, pa_parse_stats *stats, pa_error *err) {
         if (ps->st.stacks == 0) {
             if (ps->st.bad_lines)
                 pa_fail(err,
-                             "%s: no valid stack in %llu lines (%llu malformed, first at line "
-                             "%llu: expected 'frame;frame;... COUNT')",
-                             ps->name, (unsigned long long)ps->st.lines,
-                             (unsigned long long)ps->st.bad_lines,
-                             (unsigned long long)ps->st.first_bad_line);
+                        "%s: no valid stack in %llu lines (%llu malformed, first at line "
+                        "%llu: expected 'frame;frame;... COUNT')",
+                        ps->name, (unsigned long long)ps->st.lines,
+                        (unsigned long long)ps->st.bad_lines,
+                        (unsigned long long)ps->st.first_bad_line);
             else
                 pa_fail(err, "%s: no samples in input", ps->name);
             rc = -1;
