@@ -61,11 +61,16 @@ static void cpu_count_stop(void) {
 int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c) {
     if (initialized)
         return 0;
-    if (pa_code_cache_init(16, 16u << 20) != 0 || pa_table_init(&tables.t[0], 15, 1u << 20) != 0 ||
-        pa_table_init(&tables.t[1], 15, 1u << 20) != 0)
+    /* The time log holds an interval's samples: 2^20 entries of 12 bytes, reserved, not
+     * touched until used (a full log leaves samples untimed, counted in the header). */
+    uint32_t times = c->bucket_ms ? 1u << 20 : 0;
+    if (pa_code_cache_init(16, 16u << 20) != 0 ||
+        pa_table_init(&tables.t[0], 15, 1u << 20, times) != 0 ||
+        pa_table_init(&tables.t[1], 15, 1u << 20, times) != 0)
         return -1;
     atomic_store(&tables.active, &tables.t[0]);
-    struct pa_handler_config hc = {c->rate, c->max_depth, c->mode, c->native};
+    struct pa_handler_config hc = {c->rate,   c->max_depth, c->mode,
+                                   c->native, c->opcodes,   c->bucket_ms};
     pa_handler_setup(p, &hc, &tables);
     pa_reg_timer_want = c->timer_want;
     srandom((unsigned)(getpid() ^ pa_mono_ns()));
@@ -83,6 +88,10 @@ void pa_sampler_set_python(const struct pa_python *p) {
 
 struct pa_tables *pa_sampler_tables(void) {
     return &tables;
+}
+
+uint64_t pa_sampler_time_base(void) {
+    return pa_handler_time_base();
 }
 
 int pa_sampler_running(void) {

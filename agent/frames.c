@@ -196,7 +196,9 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
                 struct pa_walk_counts *counts, int flags, void *uc,
                 const struct pa_other_thread *other) {
     const struct pa_layout *l = &py->layout;
-    int mode = flags & ~PA_WALK_MARK_ENTRIES, marks = flags & PA_WALK_MARK_ENTRIES;
+    int mode = flags & ~(PA_WALK_MARK_ENTRIES | PA_WALK_OPCODES),
+        marks = flags & PA_WALK_MARK_ENTRIES;
+    int opcodes = (flags & PA_WALK_OPCODES) && l->frame_kind != PA_PYFRAME_OBJECT;
     volatile int depth = 0;
     sigjmp_buf env;
     pa_guard_env = &env;
@@ -205,6 +207,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         counts->unreadable++;
         out[depth].id = PA_SYN_UNKNOWN;
         out[depth].line = 0;
+        out[depth].instr = 0;
         return depth + 1;
     }
     uintptr_t ts = other ? tstate_by_thread_id(py, other->pthread) : find_tstate(py);
@@ -221,6 +224,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             if (state) {
                 out[depth].id = state;
                 out[depth].line = 0;
+                out[depth].instr = 0;
                 depth++;
             }
         }
@@ -241,6 +245,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             counts->unreadable++;
             out[depth].id = PA_SYN_UNKNOWN;
             out[depth].line = 0;
+            out[depth].instr = 0;
             depth++;
             break;
         }
@@ -248,6 +253,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             counts->truncated++;
             out[depth].id = PA_SYN_TRUNCATED;
             out[depth].line = 0;
+            out[depth].instr = 0;
             depth++;
             break;
         }
@@ -259,6 +265,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             counts->unreadable++;
             out[depth].id = PA_SYN_UNKNOWN;
             out[depth].line = 0;
+            out[depth].instr = 0;
             depth++;
             break;
         }
@@ -266,6 +273,11 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             uint32_t id = pa_code_lookup(py, code);
             out[depth].id = id;
             out[depth].line = id == PA_SYN_UNKNOWN ? 0 : pa_code_line_cached(py, id, code, offset);
+            /* The opcode byte of the instruction: one more guarded read (3.11+). */
+            out[depth].instr = opcodes && id != PA_SYN_UNKNOWN
+                                   ? ((uint32_t)(offset / 2 + 1) << 8) |
+                                         PA_READ(uint8_t, code + l->co_code_adaptive + offset)
+                                   : 0;
             if (id == PA_SYN_UNKNOWN)
                 counts->unreadable++;
             depth++;
@@ -273,6 +285,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         if (marks && entry && depth < max - 1) {
             out[depth].id = PA_SYN_ENTRY;
             out[depth].line = 0;
+            out[depth].instr = 0;
             depth++;
         }
         f = PA_READ(uintptr_t, f + l->fr_back);
@@ -281,6 +294,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     if (depth == 0 || (depth == 1 && out[0].id >= PA_SYN_IDLE && out[0].id <= PA_SYN_GIL_WAIT)) {
         out[depth].id = PA_SYN_NO_PYTHON;
         out[depth].line = 0;
+        out[depth].instr = 0;
         depth++;
     }
     return depth;

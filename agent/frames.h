@@ -11,7 +11,18 @@
 struct pa_frame {
     uint32_t id; /* code-cache id or a pa_synthetic value */
     int32_t line;
+    /* PYAGENT_OPCODES (3.11+): the instruction executing, ((offset / 2 + 1) << 8) | opcode
+     * (offset in bytes from co_code_adaptive); 0 when not recorded. pa_frame_instr decodes. */
+    uint32_t instr;
 };
+
+static inline int pa_frame_instr(const struct pa_frame *f, long *offset, unsigned *opcode) {
+    if (!f->instr)
+        return 0;
+    *offset = (long)((f->instr >> 8) - 1) * 2;
+    *opcode = f->instr & 0xff;
+    return 1;
+}
 
 struct pa_walk_counts {
     unsigned long unreadable; /* frames that faulted or failed validation */
@@ -26,6 +37,8 @@ enum pa_walk_mode {
     /* Flag: end each run of Python frames executed by one C call of the evaluation loop with
      * a PA_SYN_ENTRY marker (native mode interleaves C frames there). */
     PA_WALK_MARK_ENTRIES = 8,
+    /* Flag: record each Python frame's instruction (pa_frame.instr), 3.11+. */
+    PA_WALK_OPCODES = 16,
 };
 
 /* Fills out[] leaf first, at most max entries (the last may be <truncated> or <unknown>).

@@ -26,6 +26,7 @@ enum { HIST_LINEAR = 400, HIST_STEP_NS = 25, HIST_N = HIST_LINEAR + 24 };
 static struct pa_python py;
 static struct pa_handler_config cfg;
 static struct pa_tables *tables;
+static uint64_t time_base; /* bucket of the process's start, from the Unix epoch */
 
 _Atomic int pa_handler_running;
 __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
@@ -48,6 +49,12 @@ void pa_handler_setup(const struct pa_python *p, const struct pa_handler_config 
     if (cfg.max_depth > PA_MAX_DEPTH_LIMIT)
         cfg.max_depth = PA_MAX_DEPTH_LIMIT;
     tables = t;
+    if (cfg.bucket_ms)
+        time_base = pa_clock_ns(CLOCK_REALTIME) / 1000000u / cfg.bucket_ms;
+}
+
+uint64_t pa_handler_time_base(void) {
+    return time_base;
 }
 
 void pa_handler_set_python(const struct pa_python *p) {
@@ -64,10 +71,6 @@ const struct pa_handler_config *pa_handler_config(void) {
 
 const struct pa_python *pa_handler_python(void) {
     return &py;
-}
-
-struct pa_tables *pa_handler_tables(void) {
-    return tables;
 }
 
 static void on_sigprof(int sig, siginfo_t *si, void *uc);
@@ -204,6 +207,18 @@ static uint64_t sample_weight(const siginfo_t *si) {
 
 /* ---- the handler --------------------------------------------------------------------------- */
 
+void pa_handler_count(uint32_t serial, const struct pa_frame *frames, uint32_t depth,
+                      uint64_t weight) {
+    struct pa_table *t = pa_tables_enter(tables);
+    int slot = pa_table_add(t, serial, frames, depth, weight);
+    if (slot >= 0 && cfg.bucket_ms) {
+        uint64_t b = pa_clock_ns(CLOCK_REALTIME) / 1000000u / cfg.bucket_ms;
+        /* A clock set back before the start counts in the first bucket. */
+        pa_table_add_time(t, (uint32_t)slot, b > time_base ? (uint32_t)(b - time_base) : 0, weight);
+    }
+    pa_tables_leave(t);
+}
+
 /* Native mode: the C stack spliced with the Python frames, back into frames[]. A function of
  * its own (never inlined) so that its buffers take stack space only when native frames are
  * on: the handler runs on whatever thread was interrupted, small stacks included. */
@@ -236,9 +251,7 @@ static void count_outside_python(const siginfo_t *si) {
     struct pa_frame f;
     memset(&f, 0, sizeof f);
     f.id = (uint32_t)phase;
-    struct pa_table *t = pa_tables_enter(tables);
-    pa_table_add(t, pa_handler_serial, &f, 1, weight);
-    pa_tables_leave(t);
+    pa_handler_count(pa_handler_serial, &f, 1, weight);
 }
 
 static void take_sample(int sig, siginfo_t *si, void *uc) {
@@ -265,18 +278,17 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
     struct pa_walk_counts counts = {0, 0};
     /* With native frames the walker's output is raw material (markers included), bounded by
      * the buffer; the depth limit applies to the interleaved stack. */
-    int depth =
-        pa_walk_this_thread(&py, frames, cfg.native ? PA_MAX_DEPTH_LIMIT : (int)cfg.max_depth,
-                            &counts, cfg.mode | (cfg.native ? PA_WALK_MARK_ENTRIES : 0), uc);
+    int flags =
+        cfg.mode | (cfg.native ? PA_WALK_MARK_ENTRIES : 0) | (cfg.opcodes ? PA_WALK_OPCODES : 0);
+    int depth = pa_walk_this_thread(
+        &py, frames, cfg.native ? PA_MAX_DEPTH_LIMIT : (int)cfg.max_depth, &counts, flags, uc);
     if (depth == 0) { /* not a sample of this mode (no Python thread, not the GIL holder) */
         hist_add(pa_mono_ns() - t0);
         return;
     }
     if (cfg.native)
         depth = splice_native(uc, frames, depth);
-    struct pa_table *t = pa_tables_enter(tables);
-    pa_table_add(t, pa_handler_serial, frames, (uint32_t)depth, weight);
-    pa_tables_leave(t);
+    pa_handler_count(pa_handler_serial, frames, (uint32_t)depth, weight);
     pa_handler_add_counts(counts.unreadable, counts.truncated);
     hist_add(pa_mono_ns() - t0);
 }

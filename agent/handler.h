@@ -23,6 +23,8 @@ struct pa_handler_config {
     unsigned max_depth; /* frames kept per sample, <truncated> beyond (2..PA_MAX_DEPTH_LIMIT) */
     int mode;           /* enum pa_walk_mode */
     int native;         /* interleave C frames */
+    int opcodes;        /* record each Python frame's instruction (3.11+) */
+    unsigned bucket_ms; /* time buckets' width (0: no time recorded) */
 };
 
 /* Normal context, before pa_handler_install. */
@@ -32,10 +34,18 @@ void pa_handler_set_python(const struct pa_python *py);
 void pa_handler_set_native(int on);
 const struct pa_handler_config *pa_handler_config(void);
 const struct pa_python *pa_handler_python(void);
-struct pa_tables *pa_handler_tables(void);
 
 /* Normal context: installs the SIGPROF action (once), keeping the program's to chain to. */
 int pa_handler_install(pa_error *err);
+
+/* Signal-safe: counts a sample of frames (leaf first) on the thread with this serial in the
+ * active table, with the time bucket it fell into (when buckets are on). The handler and wall
+ * mode's tick thread count through here. */
+void pa_handler_count(uint32_t serial, const struct pa_frame *frames, uint32_t depth,
+                      uint64_t weight);
+/* The first time bucket of the process: a time entry's bucket b started at
+ * (base + b) * bucket_ms milliseconds after the Unix epoch. */
+uint64_t pa_handler_time_base(void);
 
 /* Samples are taken only while this is 1 (later signals of ours are ignored). */
 extern _Atomic int pa_handler_running;

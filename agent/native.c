@@ -268,6 +268,7 @@ int pa_native_interleave(const uintptr_t *ips, int nips, const struct pa_frame *
         if (n == max) {                                                                            \
             out[max - 1].id = PA_SYN_TRUNCATED;                                                    \
             out[max - 1].line = 0;                                                                 \
+            out[max - 1].instr = 0;                                                                \
             return max;                                                                            \
         }                                                                                          \
         out[n++] = (frame);                                                                        \

@@ -39,6 +39,7 @@ static inline struct pa_frame pa_native_frame(uintptr_t ip) {
     struct pa_frame f;
     f.id = PA_NATIVE_FLAG | (uint32_t)((uint64_t)ip >> 32);
     f.line = (int32_t)(uint32_t)ip;
+    f.instr = 0;
     return f;
 }
 

@@ -23,6 +23,8 @@ struct pa_sampler_config {
     int timer_want;     /* enum pa_timer_want */
     int mode;           /* enum pa_walk_mode */
     int native;         /* interleave C frames (libunwind); pa_native_init done by the caller */
+    int opcodes;        /* each Python frame's instruction (3.11+) */
+    unsigned bucket_ms; /* time buckets' width (0: no time recorded) */
 };
 
 struct pa_sampler_stats {
@@ -69,6 +71,8 @@ int pa_sampler_program_gone(void);
 void pa_sampler_thread_begin(void);
 
 struct pa_tables *pa_sampler_tables(void);
+/* A time entry's bucket b started (base + b) * bucket_ms milliseconds after the Unix epoch. */
+uint64_t pa_sampler_time_base(void);
 void pa_sampler_get_stats(struct pa_sampler_stats *st);
 
 /* Thread registry as the writer of profiles needs it. */

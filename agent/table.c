@@ -22,17 +22,20 @@ static void *map(size_t bytes) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap) {
+int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
+                  uint32_t times_cap) {
     memset(t, 0, sizeof *t);
     size_t n = (size_t)1 << slots_log2;
+    t->mask = (uint32_t)(n - 1);
+    t->frames_cap = frames_cap;
+    t->times_cap = times_cap;
     t->slots = map(n * sizeof *t->slots);
     t->frames = map((size_t)frames_cap * sizeof *t->frames);
-    if (!t->slots || !t->frames) {
+    t->times = times_cap ? map((size_t)times_cap * sizeof *t->times) : NULL;
+    if (!t->slots || !t->frames || (times_cap && !t->times)) {
         pa_table_destroy(t);
         return -1;
     }
-    t->mask = (uint32_t)(n - 1);
-    t->frames_cap = frames_cap;
     return 0;
 }
 
@@ -41,6 +44,8 @@ void pa_table_destroy(struct pa_table *t) {
         munmap(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
     if (t->frames)
         munmap(t->frames, (size_t)t->frames_cap * sizeof *t->frames);
+    if (t->times)
+        munmap(t->times, (size_t)t->times_cap * sizeof *t->times);
     memset(t, 0, sizeof *t);
 }
 
@@ -48,6 +53,7 @@ static uint64_t hash_stack(uint32_t thread, const struct pa_frame *f, uint32_t d
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ thread;
     for (uint32_t i = 0; i < depth; i++) {
         h ^= ((uint64_t)f[i].id << 32) | (uint32_t)f[i].line;
+        h ^= (uint64_t)f[i].instr << 17;
         h *= 0x100000001b3ULL;
         h ^= h >> 29;
     }
@@ -60,7 +66,7 @@ static int same_stack(const struct pa_table *t, const struct pa_table_slot *s, u
         return 0;
     const struct pa_frame *g = &t->frames[s->frames_off];
     for (uint32_t i = 0; i < depth; i++)
-        if (g[i].id != f[i].id || g[i].line != f[i].line)
+        if (g[i].id != f[i].id || g[i].line != f[i].line || g[i].instr != f[i].instr)
             return 0;
     return 1;
 }
@@ -69,13 +75,14 @@ int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *fra
                  uint64_t weight) {
     uint64_t h = hash_stack(thread, frames, depth);
     for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
-        struct pa_table_slot *s = &t->slots[(h + probe) & t->mask];
+        uint32_t at = (uint32_t)((h + probe) & t->mask);
+        struct pa_table_slot *s = &t->slots[at];
         uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st == SLOT_READY) {
             if (s->hash == h && same_stack(t, s, thread, frames, depth)) {
                 atomic_fetch_add_explicit(&s->count, weight, memory_order_relaxed);
                 atomic_fetch_add_explicit(&t->samples, weight, memory_order_relaxed);
-                return 0;
+                return (int)at;
             }
             continue;
         }
@@ -100,10 +107,23 @@ int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *fra
         atomic_store_explicit(&s->count, weight, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->samples, weight, memory_order_relaxed);
         atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
-        return 0;
+        return (int)at;
     }
     atomic_fetch_add_explicit(&t->dropped, weight, memory_order_relaxed);
     return -1;
+}
+
+void pa_table_add_time(struct pa_table *t, uint32_t slot, uint32_t bucket, uint64_t weight) {
+    uint32_t i =
+        t->times_cap ? atomic_fetch_add_explicit(&t->times_used, 1, memory_order_relaxed) : 0;
+    if (i >= t->times_cap) {
+        atomic_fetch_add_explicit(&t->untimed, weight, memory_order_relaxed);
+        return;
+    }
+    /* Read by the drain only after the swap saw every writer leave (pa_tables_swap). */
+    t->times[i].slot = slot;
+    t->times[i].bucket = bucket;
+    t->times[i].weight = (uint32_t)weight;
 }
 
 int pa_table_empty(const struct pa_table *t) {
@@ -119,6 +139,8 @@ void pa_table_clear(struct pa_table *t) {
     atomic_store(&t->frames_used, 0);
     atomic_store(&t->samples, 0);
     atomic_store(&t->dropped, 0);
+    atomic_store(&t->times_used, 0);
+    atomic_store(&t->untimed, 0);
 }
 
 struct pa_table *pa_tables_enter(struct pa_tables *ts) {

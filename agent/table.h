@@ -20,6 +20,15 @@ struct pa_table_slot {
     _Atomic uint64_t count;
 };
 
+/* When a sample was taken (PYAGENT_TIME_BUCKET_MS): one entry per sample, in the order they
+ * came, next to the stack table (counting (stack, bucket) pairs in the table itself would
+ * multiply its entries by the buckets of an interval). */
+struct pa_time_entry {
+    uint32_t slot;   /* the stack's slot in this table */
+    uint32_t bucket; /* time bucket, counted from the process's first (pa_handler_time_base) */
+    uint32_t weight; /* the sample's weight */
+};
+
 struct pa_table {
     struct pa_table_slot *slots;
     uint32_t mask;
@@ -29,16 +38,25 @@ struct pa_table {
     _Atomic uint32_t writers; /* handlers inside this table right now */
     _Atomic uint64_t samples; /* counted */
     _Atomic uint64_t dropped; /* table or frame store full */
+    struct pa_time_entry *times;
+    uint32_t times_cap;
+    _Atomic uint32_t times_used;
+    _Atomic uint64_t untimed; /* samples counted whose time did not fit in the log */
 };
 
-/* Normal context. slots_log2: 2^n slots; frames_cap: frame store entries. 0 or -1. */
-int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap);
+/* Normal context. slots_log2: 2^n slots; frames_cap: frame store entries; times_cap: time
+ * entries (0: no time log). 0 or -1. */
+int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap, uint32_t times_cap);
 void pa_table_destroy(struct pa_table *t);
 
-/* Signal-safe, lock-free. Counts one sample of `frames` (leaf first) on `thread`; returns 0,
- * or -1 when the sample had to be dropped (counted in t->dropped). */
+/* Signal-safe, lock-free. Counts one sample of `frames` (leaf first) on `thread`; returns its
+ * slot, or -1 when the sample had to be dropped (counted in t->dropped). */
 int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *frames, uint32_t depth,
                  uint64_t weight);
+
+/* Signal-safe, lock-free: the sample just counted in slot was taken in bucket. A full log
+ * counts it in t->untimed (the sample itself is counted). */
+void pa_table_add_time(struct pa_table *t, uint32_t slot, uint32_t bucket, uint64_t weight);
 
 /* Normal context, only on a table no handler can enter (see pa_tables_swap). */
 void pa_table_clear(struct pa_table *t);

@@ -63,13 +63,11 @@ static void count_off_cpu(struct pa_thread_rec *r, uint64_t weight) {
     waiting_in(r->tid, &o);
     struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
     struct pa_walk_counts counts = {0, 0};
-    int depth = pa_walk_other_thread(py, frames, (int)cfg->max_depth, &counts, PA_WALK_WALL, &o);
+    int depth = pa_walk_other_thread(py, frames, (int)cfg->max_depth, &counts,
+                                     PA_WALK_WALL | (cfg->opcodes ? PA_WALK_OPCODES : 0), &o);
     if (depth == 0)
         return;
-    struct pa_tables *tables = pa_handler_tables();
-    struct pa_table *t = pa_tables_enter(tables);
-    pa_table_add(t, r->serial, frames, (uint32_t)depth, weight);
-    pa_tables_leave(t);
+    pa_handler_count(r->serial, frames, (uint32_t)depth, weight);
     pa_handler_add_counts(counts.unreadable, counts.truncated);
 }
 

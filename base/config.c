@@ -188,6 +188,9 @@ void pa_config_read(struct pa_config *cfg) {
 #endif
 
     cfg->native = env_bool("PYAGENT_NATIVE", 0);
+    cfg->opcodes = env_bool("PYAGENT_OPCODES", 0);
+    /* Time buckets (docs/formats.md, "Time"): 20 ms is FlameScope's 50 rows per second. */
+    cfg->bucket_ms = env_uint("PYAGENT_TIME_BUCKET_MS", 0, 3600000, 20);
     cfg->timer_want = 0; /* auto: perf events where allowed, else CPU timers */
     v = env("PYAGENT_TIMER");
     if (v) {

@@ -20,6 +20,8 @@ struct pa_config {
     unsigned fault_every; /* PYAGENT_FAULT_INJECT (fault-injection builds only) */
     int timer_want;       /* PYAGENT_TIMER: enum pa_timer_want (auto, perf, cpu) */
     int native;           /* PYAGENT_NATIVE */
+    int opcodes;          /* PYAGENT_OPCODES: each Python frame's instruction (3.11+) */
+    unsigned bucket_ms;   /* PYAGENT_TIME_BUCKET_MS: time buckets' width, 0 = no time */
 
     /* Uploads (docs/continuous.md). */
     char tags[16384];         /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */

@@ -375,7 +375,8 @@ static void start_agent(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         return;
     }
-    struct pa_sampler_config sc = {cfg.rate, cfg.max_depth, cfg.timer_want, cfg.mode, cfg.native};
+    struct pa_sampler_config sc = {cfg.rate,   cfg.max_depth, cfg.timer_want, cfg.mode,
+                                   cfg.native, cfg.opcodes,   cfg.bucket_ms};
 #ifdef PYAGENT_FAULT_INJECTION
     pa_walk_inject_every = cfg.fault_every;
 #endif

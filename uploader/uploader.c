@@ -34,6 +34,16 @@ static uint64_t dropped_total;
 static int write_failed_logged;
 static int spooled; /* this process has put a profile of its own in the spool */
 
+static uint64_t untimed_total; /* samples counted whose time bucket was not recorded */
+
+/* A profile of this process: with time buckets when they are on (PYAGENT_TIME_BUCKET_MS). */
+static pa_profile *new_profile(void) {
+    pa_profile *p = pa_profile_new();
+    if (cfg.bucket_ms)
+        pa_profile_set_bucket_ms(p, cfg.bucket_ms);
+    return p;
+}
+
 static const char *mode_name(void) {
     return cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
 }
@@ -78,8 +88,8 @@ static void set_out_path(int child) {
 int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     cfg = *c;
     py = *p;
-    total = pa_profile_new();
-    pending = pa_profile_new();
+    total = new_profile();
+    pending = new_profile();
     started = pending_from = time(NULL);
     set_out_path(0);
     pa_send_init(&cfg);
@@ -139,6 +149,17 @@ static uint32_t code_frame(const struct pa_frame *f) {
                      pa_code_filename(f->id), f->line);
     else
         n = snprintf(buf, sizeof buf, "%s (%s)", pa_code_qualname(f->id), pa_code_filename(f->id));
+    long offset;
+    unsigned op;
+    if (n >= 0 && (size_t)n < sizeof buf && f->id >= PA_SYN_FIRST_CODE &&
+        pa_frame_instr(f, &offset, &op)) {
+        /* PYAGENT_OPCODES: " @OFFSET OPNAME", named for this interpreter's version
+         * (docs/formats.md, "Instructions"). */
+        const char *name = pa_opcode_name((int)py.major, (int)py.minor, op);
+        int m = name ? snprintf(buf + n, sizeof buf - (size_t)n, " @%ld %s", offset, name)
+                     : snprintf(buf + n, sizeof buf - (size_t)n, " @%ld OP%u", offset, op);
+        n = m < 0 ? n : n + m;
+    }
     if (n < 0)
         n = 0;
     if ((size_t)n >= sizeof buf)
@@ -169,8 +190,12 @@ void pa_uploader_drain(int final) {
     uint32_t ids[520];
     /* A short program may have no sample at all: its table is not read page by page. */
     uint32_t slots = pa_table_empty(t) ? 0 : t->mask + 1;
+    /* Each slot's stack in pending, for the time entries that name slots. */
+    size_t *stack_of = slots && cfg.bucket_ms ? malloc(slots * sizeof *stack_of) : NULL;
     for (uint32_t i = 0; i < slots; i++) {
         struct pa_table_slot *s = &t->slots[i];
+        if (stack_of)
+            stack_of[i] = SIZE_MAX;
         if (atomic_load(&s->state) != 2)
             continue;
         const struct pa_frame *f = &t->frames[s->frames_off];
@@ -184,8 +209,28 @@ void pa_uploader_drain(int final) {
                 continue;
             ids[n++] = code_frame(&f[k]);
         }
-        pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
+        size_t stack = pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
+        if (stack_of)
+            stack_of[i] = stack;
     }
+    uint64_t untimed = atomic_load(&t->untimed);
+    if (cfg.bucket_ms) {
+        uint32_t n = atomic_load(&t->times_used);
+        if (n > t->times_cap)
+            n = t->times_cap;
+        uint64_t base = pa_sampler_time_base();
+        for (uint32_t i = 0; i < n; i++) {
+            const struct pa_time_entry *e = &t->times[i];
+            if (!stack_of || e->slot >= slots || stack_of[e->slot] == SIZE_MAX) {
+                untimed += e->weight;
+                continue;
+            }
+            int64_t t_ms = (int64_t)((base + e->bucket) * cfg.bucket_ms);
+            pa_profile_add_time(pending, stack_of[e->slot], t_ms, e->weight);
+        }
+    }
+    untimed_total += untimed;
+    free(stack_of);
     dropped_total += atomic_load(&t->dropped);
     if (!final) /* the last drain: clearing would only dirty pages of a process that ends */
         pa_table_clear(t);
@@ -206,7 +251,7 @@ void pa_uploader_spool(void) {
         spooled |= pa_send_spool(pending, pending_from, until) == 0;
     }
     pa_profile_free(pending);
-    pending = pa_profile_new();
+    pending = new_profile();
     pending_from = now;
 }
 
@@ -237,6 +282,8 @@ int pa_uploader_write_local(int final) {
     set_meta_u64("start", (uint64_t)started);
     set_meta_u64("samples", pa_profile_total(total));
     set_meta_u64("dropped", dropped_total);
+    if (cfg.bucket_ms)
+        set_meta_u64("untimed", untimed_total);
     set_meta_u64("unreadable", st.unreadable);
     set_meta_u64("truncated", st.truncated);
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
@@ -288,11 +335,12 @@ int pa_uploader_write_local(int final) {
 void pa_uploader_fork_child(void) {
     pa_profile_free(total);
     pa_profile_free(pending);
-    total = pa_profile_new();
-    pending = pa_profile_new();
+    total = new_profile();
+    pending = new_profile();
     started = pending_from = time(NULL);
     pa_send_fork_child();
     dropped_total = 0;
+    untimed_total = 0;
     write_failed_logged = 0;
     spooled = 0;
     set_out_path(1);

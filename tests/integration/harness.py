@@ -32,6 +32,7 @@ class Profile:
         self.path = path
         self.meta = {}
         self.stacks = []
+        self.times = {}  # stack index -> {bucket start (Unix ms): count}, from "#t" lines
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 line = line.rstrip("\n")
@@ -40,10 +41,23 @@ class Profile:
                         k, _, v = kv.partition("=")
                         self.meta[k] = v
                     continue
+                if line.startswith("#t ") and self.stacks:
+                    self.times[len(self.stacks) - 1] = self._times(line[3:])
+                    continue
                 if not line or line.startswith("#"):
                     continue
                 stack, _, count = line.rpartition(" ")
                 self.stacks.append((stack.split(";"), int(count)))
+
+    def _times(self, runs):
+        """ "B:C,C B:C" (docs/formats.md, "Time") -> {bucket start ms: count}."""
+        w, t0 = int(self.meta.get("bucket_ms", 0)), int(self.meta.get("t0_ms", 0))
+        out = {}
+        for run in runs.split():
+            b, _, counts = run.partition(":")
+            for k, c in enumerate(counts.split(",")):
+                out[t0 + (int(b) + k) * w] = int(c)
+        return out
 
     def total(self, pred=lambda frames: True):
         return sum(c for frames, c in self.stacks if pred(frames))

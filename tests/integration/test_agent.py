@@ -560,6 +560,62 @@ def test_whole_life(ctx):
           "profile %.2f s of CPU (%.2f s under <shutdown>), process %.2f s" % (total, shutdown, cpu))
 
 
+def test_time_buckets(ctx):
+    """Each sample's time bucket (PYAGENT_TIME_BUCKET_MS, 20 ms by default): the samples of
+    two busy phases fall in their own phase's time, none in the pause between them, and every
+    sample is timed (the #t counts add up to each stack's count)."""
+    r = ctx.run(["phases.py", "phases.json"])
+    check(r.rc == 0, "phases.py failed: %s" % r.err[-2000:])
+    phases = json.load(open(os.path.join(r.cwd, "phases.json")))
+    p = r.profile()
+    w = int(p.meta.get("bucket_ms", 0))
+    check(w == 20, "header has no 20 ms buckets: %r" % p.meta)
+    check(int(p.meta.get("t0_ms", 1)) % w == 0, "t0_ms is not aligned to the bucket: %r" % p.meta)
+    check(p.meta.get("untimed") == "0", "samples left untimed: %r" % p.meta)
+    seen = {"a": 0, "b": 0}
+    for i, (frames, count) in enumerate(p.stacks):
+        times = p.times.get(i, {})
+        check(sum(times.values()) == count, "stack %r: %d samples, %d timed (%r)" % (frames, count, sum(times.values()), times))
+        leaf = frame_name(frames[-1])
+        phase = {"burn_a": "a", "burn_b": "b"}.get(leaf) or next(
+            (k for k, fn in (("a", "burn_a"), ("b", "burn_b")) if has_frame(fn)(frames)), None)
+        if not phase:
+            continue
+        lo, hi = phases[phase]
+        for t, c in times.items():
+            # A bucket holds samples of [t, t + w); one bucket of slack at each end.
+            check(lo - 2 * w <= t <= hi + w, "%d samples of %s at %d ms, outside its phase [%d, %d] ms"
+                  % (c, leaf, t, lo, hi))
+            seen[phase] += c
+    check(seen["a"] >= 60 and seen["b"] >= 60, "too few timed samples in the phases (0.6 s of CPU each at 250 Hz): %r" % seen)
+    print("timed samples: phase a %d, phase b %d, buckets of %d ms" % (seen["a"], seen["b"], w))
+
+
+def test_opcodes(ctx):
+    """PYAGENT_OPCODES=1: on 3.11+ each Python frame names the instruction it executes, at an
+    offset dis lists for that function, with dis's name or one of its specialized forms; before
+    3.11 frames carry no instruction (and nothing breaks)."""
+    r = ctx.run(["opcodes.py", "names.json"], env={"PYAGENT_OPCODES": "1"})
+    check(r.rc == 0, "opcodes.py failed: %s" % r.err[-2000:])
+    info = json.load(open(os.path.join(r.cwd, "names.json")))
+    p = r.profile()
+    hot = [(f, c) for frames, c in p.stacks for f in frames[-1:] if f.startswith("hot (")]
+    total = sum(c for _, c in hot)
+    check(total >= 150, "too few samples in hot() (1.5 s of CPU at 250 Hz): %d" % total)
+    if tuple(info["version"]) < (3, 11):
+        check(not any(" @" in f for frames, _ in p.stacks for f in frames), "an instruction before 3.11")
+        return
+    placed = 0
+    for f, c in hot:
+        m = re.search(r" @(\d+) (\S+)$", f)
+        check(m, "a frame of hot() without its instruction: %r" % f)
+        allowed = info["names"].get(m.group(1))
+        check(allowed is not None, "offset %s is not an instruction of hot(): %r" % (m.group(1), f))
+        check(m.group(2) in allowed, "at offset %s dis says %r, the sample %r" % (m.group(1), allowed, m.group(2)))
+        placed += c
+    print("%d samples of hot() on %d instructions" % (placed, len({f for f, _ in hot})))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage", "late_cpython", "late_cpython_reloaded",
                       "no_python_dlopen", "forked_child_cpu",

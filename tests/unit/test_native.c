@@ -22,10 +22,10 @@
 /* Fake addresses for the hand-made stacks: an eval range and native code outside it. */
 enum { EVAL_LO = 0x1000, EVAL_HI = 0x2000 };
 static const uintptr_t E1 = 0x1010, E2 = 0x1ff0, N1 = 0x3000, N2 = 0x3100, N3 = 0x3200;
-static const struct pa_frame MARK = {PA_SYN_ENTRY, 0}, TRUNC = {PA_SYN_TRUNCATED, 0};
+static const struct pa_frame MARK = {PA_SYN_ENTRY, 0, 0}, TRUNC = {PA_SYN_TRUNCATED, 0, 0};
 
 static struct pa_frame P(uint32_t id) {
-    struct pa_frame f = {id, (int32_t)id * 10};
+    struct pa_frame f = {id, (int32_t)id * 10, 0};
     return f;
 }
 

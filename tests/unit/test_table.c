@@ -3,7 +3,8 @@
  * Several threads count stacks in the table from their own code and from a SIGPROF handler
  * driven by a per-thread CPU timer, while another thread keeps swapping and draining the
  * tables. Every count added must be found exactly once in the drained totals: none lost,
- * none doubled. Runs under TSan too (label tsan). */
+ * none doubled; and every count's time entry once, with its own stack's slot. Runs under TSan
+ * too (label tsan). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@ static _Atomic int stop_drainer;
 static uint64_t drained_per_thread[THREADS + 1];
 static _Atomic uint64_t handler_adds[THREADS + 1];
 static _Atomic uint64_t dropped_total;
+static uint64_t timed_per_thread[THREADS + 1], untimed_total;
 static __thread uint32_t my_thread;
 
 static void make_stack(uint32_t seed, struct pa_frame *f, uint32_t *depth) {
@@ -33,6 +35,7 @@ static void make_stack(uint32_t seed, struct pa_frame *f, uint32_t *depth) {
     for (uint32_t i = 0; i < *depth; i++) {
         f[i].id = 16 + (seed * 31 + i * 7) % 1000;
         f[i].line = (int32_t)(seed + i);
+        f[i].instr = 0;
     }
 }
 
@@ -42,8 +45,10 @@ static void add(uint32_t seed) {
     make_stack(seed, f, &d);
     struct pa_table *t = pa_tables_enter(&tables);
     int r = pa_table_add(t, my_thread, f, d, 1);
+    if (r >= 0)
+        pa_table_add_time(t, (uint32_t)r, seed % 7, 1);
     pa_tables_leave(t);
-    if (r != 0)
+    if (r < 0)
         atomic_fetch_add(&dropped_total, 1);
 }
 
@@ -64,6 +69,15 @@ static void drain_once(void) {
         if (atomic_load(&s->state) == 2)
             drained_per_thread[s->thread] += atomic_load(&s->count);
     }
+    uint32_t n = atomic_load(&t->times_used);
+    if (n > t->times_cap)
+        n = t->times_cap;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct pa_table_slot *s = &t->slots[t->times[i].slot];
+        assert_int_equal(atomic_load(&s->state), 2); /* a time entry names a counted stack */
+        timed_per_thread[s->thread] += t->times[i].weight;
+    }
+    untimed_total += atomic_load(&t->untimed);
     atomic_fetch_add(&dropped_total, 0);
     pa_table_clear(t);
 }
@@ -100,8 +114,8 @@ static void *worker(void *arg) {
 
 static void table_counts_every_sample_exactly_once(void **state) {
     (void)state;
-    assert_int_equal(pa_table_init(&tables.t[0], 12, 1u << 18), 0);
-    assert_int_equal(pa_table_init(&tables.t[1], 12, 1u << 18), 0);
+    assert_int_equal(pa_table_init(&tables.t[0], 12, 1u << 18, 1u << 16), 0);
+    assert_int_equal(pa_table_init(&tables.t[1], 12, 1u << 18, 1u << 16), 0);
     atomic_store(&tables.active, &tables.t[0]);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -120,12 +134,17 @@ static void table_counts_every_sample_exactly_once(void **state) {
     drain_once();
     drain_once();
 
-    uint64_t signals = 0;
+    uint64_t signals = 0, counted = 0, timed = 0;
     for (int i = 1; i <= THREADS; i++) {
         uint64_t want = ITERS + atomic_load(&handler_adds[i]);
         signals += atomic_load(&handler_adds[i]);
         assert_int_equal(drained_per_thread[i], want);
+        assert_true(timed_per_thread[i] <= want);
+        counted += want;
+        timed += timed_per_thread[i];
     }
+    /* Every sample has a time entry, or was counted as untimed (a full log). */
+    assert_int_equal(timed + untimed_total, counted);
     assert_int_equal(atomic_load(&dropped_total), 0);
     /* The test means nothing if no signal fired while threads were counting. */
     assert_true(signals > 0);
@@ -136,13 +155,13 @@ static void table_counts_every_sample_exactly_once(void **state) {
 static void full_table_drops_and_counts(void **state) {
     (void)state;
     struct pa_table t;
-    assert_int_equal(pa_table_init(&t, 4, 64), 0); /* 16 slots, 64 frames */
+    assert_int_equal(pa_table_init(&t, 4, 64, 0), 0); /* 16 slots, 64 frames */
     struct pa_frame f[DEPTH_MAX];
     uint32_t d;
     int ok = 0, dropped = 0;
     for (uint32_t i = 0; i < 100; i++) {
         make_stack(i * 13 + 1, f, &d);
-        if (pa_table_add(&t, 1, f, d, 1) == 0)
+        if (pa_table_add(&t, 1, f, d, 1) >= 0)
             ok++;
         else
             dropped++;
@@ -153,7 +172,7 @@ static void full_table_drops_and_counts(void **state) {
     /* A stack already present still counts when the table is full. */
     make_stack(1, f, &d);
     uint64_t before = atomic_load(&t.samples);
-    if (pa_table_add(&t, 1, f, d, 5) == 0)
+    if (pa_table_add(&t, 1, f, d, 5) >= 0)
         assert_int_equal(atomic_load(&t.samples), before + 5);
     pa_table_destroy(&t);
 }
@@ -161,13 +180,13 @@ static void full_table_drops_and_counts(void **state) {
 static void same_stack_other_thread_is_another_entry(void **state) {
     (void)state;
     struct pa_table t;
-    assert_int_equal(pa_table_init(&t, 8, 1024), 0);
+    assert_int_equal(pa_table_init(&t, 8, 1024, 0), 0);
     struct pa_frame f[DEPTH_MAX];
     uint32_t d;
     make_stack(42, f, &d);
-    assert_int_equal(pa_table_add(&t, 1, f, d, 3), 0);
-    assert_int_equal(pa_table_add(&t, 2, f, d, 4), 0);
-    assert_int_equal(pa_table_add(&t, 1, f, d, 1), 0);
+    int a = pa_table_add(&t, 1, f, d, 3), b = pa_table_add(&t, 2, f, d, 4);
+    assert_true(a >= 0 && b >= 0 && a != b);
+    assert_int_equal(pa_table_add(&t, 1, f, d, 1), a);
     uint64_t c1 = 0, c2 = 0;
     int entries = 0;
     for (uint32_t i = 0; i <= t.mask; i++)
@@ -184,11 +203,56 @@ static void same_stack_other_thread_is_another_entry(void **state) {
     pa_table_destroy(&t);
 }
 
+static void same_line_other_instruction_is_another_entry(void **state) {
+    (void)state;
+    struct pa_table t;
+    assert_int_equal(pa_table_init(&t, 8, 1024, 0), 0);
+    struct pa_frame f[DEPTH_MAX];
+    uint32_t d;
+    make_stack(7, f, &d);
+    int a = pa_table_add(&t, 1, f, d, 1);
+    f[0].instr = (5u << 8) | 0x64; /* the same frame at another instruction */
+    int b = pa_table_add(&t, 1, f, d, 1);
+    assert_true(a >= 0 && b >= 0 && a != b);
+    long off;
+    unsigned op;
+    assert_true(pa_frame_instr(&f[0], &off, &op));
+    assert_int_equal(off, 8);
+    assert_int_equal(op, 0x64);
+    pa_table_destroy(&t);
+}
+
+static void time_log_names_slots_and_counts_overflow(void **state) {
+    (void)state;
+    struct pa_table t;
+    assert_int_equal(pa_table_init(&t, 8, 1024, 3), 0); /* three time entries */
+    struct pa_frame f[DEPTH_MAX];
+    uint32_t d;
+    make_stack(9, f, &d);
+    int slot = pa_table_add(&t, 1, f, d, 2);
+    assert_true(slot >= 0);
+    pa_table_add_time(&t, (uint32_t)slot, 10, 2);
+    pa_table_add_time(&t, (uint32_t)slot, 11, 1);
+    pa_table_add_time(&t, (uint32_t)slot, 11, 1);
+    pa_table_add_time(&t, (uint32_t)slot, 12, 4); /* no room: untimed */
+    assert_int_equal(t.times[0].slot, (uint32_t)slot);
+    assert_int_equal(t.times[0].bucket, 10);
+    assert_int_equal(t.times[0].weight, 2);
+    assert_int_equal(t.times[2].bucket, 11);
+    assert_int_equal(atomic_load(&t.untimed), 4);
+    pa_table_clear(&t);
+    assert_int_equal(atomic_load(&t.times_used), 0);
+    assert_int_equal(atomic_load(&t.untimed), 0);
+    pa_table_destroy(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_counts_every_sample_exactly_once),
         cmocka_unit_test(full_table_drops_and_counts),
         cmocka_unit_test(same_stack_other_thread_is_another_entry),
+        cmocka_unit_test(same_line_other_instruction_is_another_entry),
+        cmocka_unit_test(time_log_names_slots_and_counts_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
