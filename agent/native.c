@@ -206,6 +206,9 @@ int pa_native_prime(void) {
     if (!acc)
         return -1;
     acc->access_mem = guarded_access_mem;
+    /* A cache per thread: the global one takes a mutex, which a handler must not (libunwind is
+     * built without blocking signals around it, scripts/libunwind.sh). */
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     if (nbefore >= 0 && nbefore < MAX_FDS)
         close_validation_pipe(before, nbefore);
     prime_libunwind();

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Builds the libunwind that libpyagent.so links in statically, and prints its prefix.
-#   scripts/libunwind.sh        -> ~/.cache/pyagent/libunwind-<version>-pic (built once)
+#   scripts/libunwind.sh        -> ~/.cache/pyagent/libunwind-<version>-pic-nb (built once)
 # Debian's libunwind-dev ships a static archive that is not position-independent (and its
 # shared library pulls liblzma and libgcc_s into every profiled process), so the same source
 # package Debian builds from is fetched with `apt-get source` and built with -fPIC, static
 # only, without the LZMA/zlib mini-debuginfo readers and without the ptrace, coredump and
-# setjmp parts. The deb-src lines are derived from this machine's own apt sources, in a
+# setjmp parts, and without blocking signals around its caches (--disable-block-signals):
+# Debian's build calls rt_sigprocmask about 100 times per unwind, half of a native sample's
+# cost (docs/architecture.md, "Where the handler's time goes"); this libunwind is private to
+# libpyagent.so and unwinds only inside our SIGPROF handler, where SIGPROF is blocked, with a
+# per-thread cache (agent/native.c), so nothing it guards can be re-entered. The deb-src lines are derived from this machine's own apt sources, in a
 # private apt state under the cache: the system's apt configuration is not touched.
 # CMake runs this at configure time (agent/CMakeLists.txt); every machine builds the same way.
 set -euo pipefail
 
 version=1.6.2-3 # Debian 12's libunwind source package
 cache=${PYAGENT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pyagent}
-prefix=$cache/libunwind-$version-pic
+prefix=$cache/libunwind-$version-pic-nb
 say() { echo "libunwind.sh: $*" >&2; }
 
 if [ -f "$prefix/lib/libunwind.a" ] && [ -f "$prefix/include/libunwind.h" ]; then
@@ -65,7 +69,8 @@ apt-get -qq "${apt_opts[@]}" update >"$work/apt.log" 2>&1 || {
   cd "$work/src"
   CFLAGS="-O2 -g -fPIC -fno-omit-frame-pointer" ./configure --prefix="$prefix.tmp" \
     --disable-shared --enable-static --with-pic --disable-minidebuginfo --disable-zlibdebuginfo \
-    --disable-coredump --disable-ptrace --disable-setjmp --disable-tests --disable-documentation
+    --disable-coredump --disable-ptrace --disable-setjmp --disable-tests --disable-documentation \
+    --disable-block-signals
   make -j "$(nproc)"
   make install
 ) >"$work/build.log" 2>&1 || {
