@@ -213,8 +213,8 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
             if (rc == 0 && pa_pprof_encode(p, 0, &pprof, &err) != 0)
                 rc = fail(msg, msglen, 500, "%s", err.msg);
             if (rc == 0)
-                rc = pa_coll_batch_add(b, name.data, from, until, rate, (const uint8_t *)pprof.data,
-                                       pprof.len, rq, msg, msglen);
+                rc = pa_coll_batch_add(b, name.data, "otlp", from, until, rate,
+                                       (const uint8_t *)pprof.data, pprof.len, rq, msg, msglen);
             pa_buf_free(&name);
             pa_buf_free(&pprof);
         }
@@ -287,7 +287,7 @@ void pa_coll_handle_otlp(struct pa_coll_store *st, const struct pa_coll_proto_re
         }
     }
     if (rc == 0)
-        rc = pa_coll_batch_store(st, &b, "otlp", msg, sizeof msg);
+        rc = pa_coll_batch_store(st, &b, msg, sizeof msg);
     pa_coll_batch_free(&b);
     if (req)
         protobuf_c_message_free_unpacked(&req->base, NULL);

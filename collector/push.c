@@ -96,7 +96,8 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
                 snprintf(msg, msglen, "duplicate label name: '%.64s'", names[nk]);
                 return 400;
             }
-        if (strncmp(names[nk], "__", 2) == 0 || strcmp(names[nk], "service_name") == 0) {
+        if (strncmp(names[nk], "__", 2) == 0 || strcmp(names[nk], "service_name") == 0 ||
+            strcmp(names[nk], "pyroscope_spy") == 0) {
             nk++; /* counted for duplicates, but Pyroscope's own: not a label of the series */
             continue;
         }
@@ -115,7 +116,8 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
     struct pa_coll_pair sorted[PA_COLL_MAX_LABELS];
     size_t ns = 0;
     for (size_t k = 0; k < nk; k++)
-        if (strncmp(names[k], "__", 2) != 0 && strcmp(names[k], "service_name") != 0)
+        if (strncmp(names[k], "__", 2) != 0 && strcmp(names[k], "service_name") != 0 &&
+            strcmp(names[k], "pyroscope_spy") != 0)
             sorted[ns++] = kept[k];
     qsort(sorted, ns, sizeof *sorted, cmp_pair);
     /* Our series names keep [A-Za-z0-9_./-]: a service named otherwise (OpenTelemetry's
@@ -182,15 +184,18 @@ static void pprof_times(const uint8_t *p, size_t n, uint64_t *time_ns, uint64_t 
     }
 }
 
-int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, int64_t from, int64_t until,
-                      int64_t rate, const uint8_t *pprof, size_t len,
+int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
+                      int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
                       const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 8;
         struct pa_coll_ingest_result *v = realloc(b->v, cap * sizeof *v);
-        if (!v)
+        if (v)
+            b->v = v;
+        char **spies = v ? realloc(b->spy, cap * sizeof *spies) : NULL;
+        if (!spies)
             return fail(msg, msglen, 503, "out of memory; retry later");
-        b->v = v;
+        b->spy = spies;
         b->cap = cap;
     }
     char f[32], u[32], r[32];
@@ -215,14 +220,18 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, int64_t from, i
         pa_coll_ingest_result_free(res);
         return rc;
     }
+    if (!(b->spy[b->n] = strdup(spy))) {
+        pa_coll_ingest_result_free(res);
+        return fail(msg, msglen, 503, "out of memory; retry later");
+    }
     b->n++;
     return 0;
 }
 
-int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, const char *spy,
-                        char *msg, size_t msglen) {
+int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, char *msg,
+                        size_t msglen) {
     for (size_t i = 0; i < b->n; i++) {
-        struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], spy);
+        struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], b->spy[i]);
         int rc = pa_coll_store_insert(st, &u, msg, msglen);
         if (rc)
             return rc;
@@ -231,9 +240,12 @@ int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, const
 }
 
 void pa_coll_batch_free(struct pa_coll_batch *b) {
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n; i++) {
         pa_coll_ingest_result_free(&b->v[i]);
+        free(b->spy[i]);
+    }
     free(b->v);
+    free(b->spy);
     memset(b, 0, sizeof *b);
 }
 
@@ -243,7 +255,7 @@ void pa_coll_batch_free(struct pa_coll_batch *b) {
 static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries *s,
                       const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
     struct pa_coll_pair ls[PA_COLL_MAX_LABELS + 1];
-    const char *service = NULL, *type = NULL;
+    const char *service = NULL, *type = NULL, *spy = NULL;
     if (s->n_labels > PA_COLL_MAX_LABELS) {
         snprintf(msg, msglen, "profile series has %zu label names; limit %d", s->n_labels,
                  PA_COLL_MAX_LABELS);
@@ -255,6 +267,8 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
             service = ls[i].value;
         else if (strcmp(ls[i].name, "__name__") == 0)
             type = ls[i].value;
+        else if (strcmp(ls[i].name, "pyroscope_spy") == 0)
+            spy = ls[i].value; /* the client, as /ingest's spyName: not a label of the series */
     }
     pa_buf name = {0};
     int rc = pa_coll_push_name(&name, service, type, ls, s->n_labels, msg, msglen);
@@ -276,7 +290,8 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
             int64_t until = from + (dur >= 1000000000u ? (int64_t)(dur / 1000000000u) : 1);
             int64_t rate =
                 period > 0 && period <= 1000000000u ? (int64_t)(1000000000u / period) : 0;
-            rc = pa_coll_batch_add(b, name.data, from, until, rate, data, len, rq, msg, msglen);
+            rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", from, until, rate, data, len,
+                                   rq, msg, msglen);
         }
         free(plain);
         pa_coll_share_release(&share);
@@ -303,7 +318,7 @@ void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_re
     for (size_t i = 0; rc == 0 && req && i < req->n_series; i++)
         rc = add_series(&b, req->series[i], rq, msg, sizeof msg);
     if (rc == 0)
-        rc = pa_coll_batch_store(st, &b, "push", msg, sizeof msg);
+        rc = pa_coll_batch_store(st, &b, msg, sizeof msg);
     pa_coll_batch_free(&b);
     if (req)
         protobuf_c_message_free_unpacked(&req->base, NULL);

@@ -46,16 +46,17 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
 /* Profiles decoded and checked, waiting to be stored together. */
 struct pa_coll_batch {
     struct pa_coll_ingest_result *v;
+    char **spy; /* per profile: the client (pyroscope_spy, else the protocol) */
     size_t n, cap;
 };
 /* Decodes one pprof (gzip or plain) of series `name` covering [from, until) into the batch.
  * 0, or a status (400, 413, 422, 503) with msg. */
-int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, int64_t from, int64_t until,
-                      int64_t rate, const uint8_t *pprof, size_t len,
+int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
+                      int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
                       const struct pa_coll_proto_request *rq, char *msg, size_t msglen);
-/* Stores every profile of the batch (spy names the client). 0, or 503 with msg. */
-int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, const char *spy,
-                        char *msg, size_t msglen);
+/* Stores every profile of the batch. 0, or 503 with msg. */
+int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, char *msg,
+                        size_t msglen);
 void pa_coll_batch_free(struct pa_coll_batch *b);
 
 /* The request message of rq: Content-Encoding (gzip or identity) peeled, then decoded in

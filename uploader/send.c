@@ -620,16 +620,22 @@ static int encode_message(const pa_profile *p, time_t from, time_t until, pa_buf
                           pa_buf *head, pa_error *err) {
     struct pa_wire_label ls[MAX_LABELS];
     size_t n = 0;
+    const char *svc = service;
+    /* A service_name tag is the service (as on /ingest, where it replaces the name): sent as
+     * a second service_name label it would be a duplicate, which Pyroscope refuses. */
     for (int i = 0; series && i < series->count; i++)
-        ls[n++] = (struct pa_wire_label){series->names[i], series->values[i]};
+        if (strcmp(series->names[i], "service_name") == 0)
+            svc = series->values[i];
+        else
+            ls[n++] = (struct pa_wire_label){series->names[i], series->values[i]};
     if (protocol == PROTO_PUSH) {
         char id[40];
         new_id(id, sizeof id);
         pa_buf_puts(head, "pyagent-spool 2 /push.v1.PusherService/Push application/proto\n");
-        return pa_wire_push(p, service, ls, n, id, body, err);
+        return pa_wire_push(p, svc, ls, n, id, body, err);
     }
     pa_buf_puts(head, "pyagent-spool 2 /v1development/profiles application/x-protobuf\n");
-    return pa_wire_otlp(p, service, ls, n, from, until, body, err);
+    return pa_wire_otlp(p, svc, ls, n, from, until, body, err);
 }
 
 static int spool_one(const pa_profile *p, time_t from, time_t until) {

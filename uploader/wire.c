@@ -57,15 +57,16 @@ int pa_wire_push(const pa_profile *p, const char *service, const struct pa_wire_
         pa_buf_free(&pprof);
         return -1;
     }
-    size_t n = nlabels + 2;
+    /* Pyroscope's own labels first (pyroscope_spy as /ingest's spyName sets it), then ours. */
+    size_t n = nlabels + 3;
     LabelPair *pairs = xcalloc(n, sizeof *pairs);
     LabelPair **ptrs = xcalloc(n, sizeof *ptrs);
-    const char *names[2] = {"__name__", "service_name"};
-    const char *values[2] = {pa_wire_type_name(pa_profile_meta(p, "mode")), service};
+    const char *names[3] = {"__name__", "service_name", "pyroscope_spy"};
+    const char *values[3] = {pa_wire_type_name(pa_profile_meta(p, "mode")), service, "pyagent"};
     for (size_t i = 0; i < n; i++) {
         types__v1__label_pair__init(&pairs[i]);
-        pairs[i].name = (char *)(i < 2 ? names[i] : labels[i - 2].name);
-        pairs[i].value = (char *)(i < 2 ? values[i] : labels[i - 2].value);
+        pairs[i].name = (char *)(i < 3 ? names[i] : labels[i - 3].name);
+        pairs[i].value = (char *)(i < 3 ? values[i] : labels[i - 3].value);
         ptrs[i] = &pairs[i];
     }
     Push__V1__RawSample sample = PUSH__V1__RAW_SAMPLE__INIT;

@@ -25,7 +25,8 @@ struct pa_wire_label {
 /* The profile type's name Pyroscope files a mode under: process_cpu, wall, gil. */
 const char *pa_wire_type_name(const char *mode);
 
-/* A PushRequest of one series (labels: __name__ and service_name first, then labels[]) with
+/* A PushRequest of one series (labels: __name__, service_name and pyroscope_spy=pyagent
+ * first, then labels[]) with
  * p as gzip'd pprof; id names the profile (RawSample.ID). 0, or -1 with err. */
 int pa_wire_push(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
                  size_t nlabels, const char *id, pa_buf *out, pa_error *err);
