@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { Profile } from 'pprof-format';
 import { foldedTotal, render, runAgent, startCollector } from './lib.mjs';
+import { pushProfiles, stringFields } from './protobuf.mjs';
 
 const gunzip = (b) => (b[0] === 0x1f && b[1] === 0x8b ? gunzipSync(b) : b);
 
@@ -17,28 +18,6 @@ function total(bytes) {
   const p = Profile.decode(gunzip(bytes));
   assert.equal(p.stringTable.strings[0], '');
   return p.sample.reduce((n, s) => n + Number(s.value[0]), 0);
-}
-
-// The raw_profile fields (2 > 1) of every series (1) of a PushRequest: protobuf read by hand
-// only to reach the pprof that pprof-format decodes.
-function pushProfiles(b) {
-  const out = [];
-  const fields = (buf, fn) => {
-    let i = 0;
-    const varint = () => {
-      let v = 0, m = 1;
-      for (;;) { const c = buf[i++]; v += (c & 0x7f) * m; m *= 128; if (c < 0x80) return v; }
-    };
-    while (i < buf.length) {
-      const tag = varint();
-      if ((tag & 7) === 2) { const n = varint(); fn(tag >> 3, buf.subarray(i, i + n)); i += n; }
-      else if ((tag & 7) === 0) varint();
-      else throw new Error('unexpected wire type');
-    }
-  };
-  fields(b, (f, series) => f === 1 && fields(series, (g, sample) => g === 2 &&
-    fields(sample, (h, raw) => h === 1 && out.push(raw))));
-  return out;
 }
 
 function captureServer() {
@@ -83,9 +62,7 @@ test('pprof-format decodes the pprof the collector serves, totals equal', async 
     const folded = foldedTotal(await render(col.url, 'served.cpu'));
     assert.ok(folded > 0);
     assert.equal(total(await render(col.url, 'served.cpu', 'pprof')), folded);
-    const body = new Uint8Array([
-      0x0a, ...lenPrefixed('process_cpu:samples:count:cpu:nanoseconds'),
-      0x12, ...lenPrefixed('{service_name="served"}')]);
+    const body = stringFields([[1, 'process_cpu:samples:count:cpu:nanoseconds'], [2, '{service_name="served"}']]);
     const r = await fetch(`${col.url}/querier.v1.QuerierService/SelectMergeProfile`, {
       method: 'POST', headers: { 'Content-Type': 'application/proto' }, body });
     assert.equal(r.status, 200);
@@ -94,9 +71,3 @@ test('pprof-format decodes the pprof the collector serves, totals equal', async 
     await col.stop();
   }
 });
-
-function lenPrefixed(s) {
-  const b = Buffer.from(s);
-  assert.ok(b.length < 128);
-  return [b.length, ...b];
-}
