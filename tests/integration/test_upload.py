@@ -12,6 +12,7 @@ module_names checks the names themselves.
     python3 test_upload.py --list"""
 import argparse
 import gzip
+import json
 import os
 import re
 import shutil
@@ -172,6 +173,40 @@ def test_totals_at_the_collector(ctx):
         rc, out, err = finish(p)
         check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
         same_stacks(col.stacks("totals.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+    finally:
+        col.stop()
+
+
+def test_querier_cpu_and_wall(ctx):
+    """A profile uploaded in cpu and in wall mode appears in our collector's querier API
+    (Grafana's querier.v1.QuerierService, JSON codec) under service APP with the types
+    process_cpu and wall, each holding every sample of its local file."""
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    try:
+        local = {}
+        for mode in ("cpu", "wall"):
+            d = ctx.workdir()
+            env = ctx.agent("http://127.0.0.1:%d" % col.port, "queried", extra={"PYAGENT_MODE": mode})
+            rc, out, err = finish(ctx.start(["steady.py", "2"], env, d))
+            check(rc == 0, "program failed: %s" % err[-2000:])
+            local[mode] = sum(local_stacks(os.path.join(d, "local.folded")).values())
+
+        def call(method, body):
+            rq = urllib.request.Request("http://127.0.0.1:%d/querier.v1.QuerierService/%s" % (col.port, method),
+                                        data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            return json.loads(urllib.request.urlopen(rq, timeout=60).read())
+        ids = {t["ID"] for t in call("ProfileTypes", {})["profileTypes"]}
+        for want in ("process_cpu:cpu:nanoseconds:cpu:nanoseconds", "process_cpu:samples:count:cpu:nanoseconds",
+                     "wall:wall:nanoseconds:wall:nanoseconds", "wall:samples:count:wall:nanoseconds"):
+            check(want in ids, "no profile type %s: %s" % (want, sorted(ids)))
+        check(call("LabelValues", {"name": "service_name"})["names"] == ["queried"], "services")
+        for mode, name in (("cpu", "process_cpu"), ("wall", "wall")):
+            fg = call("SelectMergeStacktraces", {"profileTypeID": "%s:samples:count:%s:nanoseconds" % (name, mode),
+                                                 "labelSelector": '{service_name="queried"}', "start": "1",
+                                                 "end": str(int(time.time() * 1000) + 60000)})["flamegraph"]
+            check(int(fg["total"]) == local[mode], "%s: the querier holds %s samples, the local file %d"
+                  % (mode, fg["total"], local[mode]))
     finally:
         col.stop()
 
