@@ -1,6 +1,7 @@
 /* pprof_encode: the hand-written pprof encoder (profile/pprof.c, what the agent uploads)
  * against the same profile encoded with the code protoc-c generates from
- * proto/google/v1/profile.proto, on a profile of Python-like stacks.
+ * proto/google/v1/profile.proto, on a profile of Python-like stacks; then the whole upload
+ * bodies of each protocol (uploader/wire.c): /ingest's gzip'd pprof, a Push, an OTLP request.
  *
  *     pprof_encode [STACKS [DEPTH [ROUNDS]]]      (defaults 2000 30 21)
  *
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../uploader/wire.h"
 #include "google/v1/profile.pb-c.h"
 #include "profile.h"
 
@@ -202,6 +204,34 @@ static void run(const char *name, void (*enc)(const pa_profile *, pa_buf *), con
     free(t);
 }
 
+/* One upload body per protocol: median encode time and size. */
+static void bodies(const pa_profile *p, int rounds) {
+    static const char *const names[] = {"ingest", "push", "otlp"};
+    struct pa_wire_label labels[] = {{"env", "prod"}, {"hostname", "web-1"}, {"pid", "4242"}};
+    double *t = malloc((size_t)rounds * sizeof *t);
+    for (int k = 0; k < 3; k++) {
+        size_t bytes = 0;
+        for (int r = 0; r < rounds; r++) {
+            pa_buf out = {0};
+            pa_error err;
+            double t0 = now_cpu();
+            int rc = k == 0 ? pa_pprof_encode(p, 1, &out, &err)
+                     : k == 1
+                         ? pa_wire_push(p, "shop", labels, 3, "id", &out, &err)
+                         : pa_wire_otlp(p, "shop", labels, 3, 1700000000, 1700000010, &out, &err);
+            t[r] = now_cpu() - t0;
+            if (rc != 0)
+                abort();
+            bytes = out.len;
+            pa_buf_free(&out);
+        }
+        qsort(t, (size_t)rounds, sizeof *t, cmp_double);
+        printf("body %-6s median %8.3f ms  range %8.3f-%8.3f ms  %9zu bytes\n", names[k],
+               t[rounds / 2] * 1e3, t[0] * 1e3, t[rounds - 1] * 1e3, bytes);
+    }
+    free(t);
+}
+
 int main(int argc, char **argv) {
     size_t nstacks = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000;
     size_t depth = argc > 2 ? strtoul(argv[2], NULL, 10) : 30;
@@ -212,6 +242,7 @@ int main(int argc, char **argv) {
            (unsigned long long)pa_profile_total(p), rounds);
     run("hand", encode_hand, p, rounds, pa_profile_total(p));
     run("protobuf-c", encode_pbc, p, rounds, pa_profile_total(p));
+    bodies(p, rounds);
     pa_profile_free(p);
     return 0;
 }

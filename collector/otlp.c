@@ -181,8 +181,8 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
                 rc = fail(msg, msglen, 400, "sample value is required%s", "");
                 break;
             }
-            if (divide)
-                v = (v + pr->period / 2) / pr->period;
+            if (divide && v > 0) /* rounded, without overflowing near INT64_MAX */
+                v = v / pr->period + (v % pr->period >= pr->period - pr->period / 2);
             const Opentelemetry__Proto__Profiles__V1development__Stack *st =
                 AT(d->stack_table, d->n_stack_table, s->stack_index);
             if (!st) {

@@ -174,6 +174,10 @@ static void label_value(const char *labels, const char *key, char *out, size_t o
 
 /* Pyroscope's milliseconds to the store's seconds; 0 means the last hour. */
 static void range_of(int64_t start_ms, int64_t end_ms, int64_t now, int64_t *from, int64_t *until) {
+    /* Milliseconds past the year 100,000 are read as that: no arithmetic below can overflow. */
+    const int64_t max_ms = 3000000000000000;
+    start_ms = start_ms > max_ms ? max_ms : start_ms;
+    end_ms = end_ms > max_ms ? max_ms : end_ms;
     *until = end_ms > 0 ? (end_ms + 999) / 1000 : now + 1;
     *from = start_ms > 0 ? start_ms / 1000 : *until - 3600;
     if (*until <= *from)
@@ -369,11 +373,12 @@ static const char *name_of(const struct tree *t, uint32_t i, size_t *len) {
     return pa_profile_frame(t->names, i - 1, len);
 }
 
-static const struct tree *sort_tree;
-static int cmp_node(const void *a, const void *b) {
+/* Siblings by name (qsort_r: queries run on several threads at once). */
+static int cmp_node(const void *a, const void *b, void *arg) {
+    const struct tree *t = arg;
     size_t la, lb;
-    const char *x = name_of(sort_tree, ((const struct node *)a)->name, &la);
-    const char *y = name_of(sort_tree, ((const struct node *)b)->name, &lb);
+    const char *x = name_of(t, ((const struct node *)a)->name, &la);
+    const char *y = name_of(t, ((const struct node *)b)->name, &lb);
     int c = memcmp(x, y, la < lb ? la : lb);
     return c ? c : (la > lb) - (la < lb);
 }
@@ -489,8 +494,8 @@ static void emit(struct levels *L, const struct tree *t, struct node *n, size_t 
     for (int s = 0; s < 2; s++)
         if (n->self[s] > L->max_self)
             L->max_self = n->self[s];
-    sort_tree = t;
-    qsort(n->kids, n->nkids, sizeof *n->kids, cmp_node);
+    if (n->nkids > 1)
+        qsort_r(n->kids, n->nkids, sizeof *n->kids, cmp_node, (void *)t);
     int64_t c0 = start0, c1 = start1;
     for (size_t i = 0; i < n->nkids; i++) {
         emit(L, t, &n->kids[i], depth + 1, c0, c1);
@@ -824,7 +829,8 @@ static ProtobufCMessage *select_series(struct pa_coll_store *st, const ProtobufC
         msg_new(&querier__v1__select_series_response__descriptor);
     int64_t from, until;
     range_of(q->start, q->end, now, &from, &until);
-    int64_t step = q->step >= 1               ? (int64_t)q->step
+    int64_t step = q->step >= 1e9             ? 1000000000 /* beyond any range: one point */
+                   : q->step >= 1             ? (int64_t)q->step
                    : (until - from) / 100 > 0 ? (until - from) / 100
                                               : 1;
     size_t nb = (size_t)((until - from + step - 1) / step);
