@@ -446,7 +446,8 @@ static int jnumber(struct jr *r, pa_buf *tmp, double *d, int64_t *i, uint64_t *u
         *d = (double)*i;
     } else {
         *d = strtod(buf, &end);
-        *i = (int64_t)*d;
+        /* An integer field given 1e30: saturated, not converted out of range. */
+        *i = isnan(*d) ? 0 : *d >= 9.2e18 ? INT64_MAX : *d <= -9.2e18 ? INT64_MIN : (int64_t)*d;
         *u = (uint64_t)*i;
     }
     if (*end || errno)

@@ -286,9 +286,7 @@ void pa_coll_handle_otlp(struct pa_coll_store *st, const struct pa_coll_proto_re
                 rc = add_profile(&b, sp->profiles[k], d, service, labels, n, rq, msg, sizeof msg);
         }
     }
-    if (rc == 0)
-        rc = pa_coll_batch_store(st, &b, msg, sizeof msg);
-    pa_coll_batch_free(&b);
+    rc = pa_coll_batch_finish(st, &b, rc, msg, sizeof msg);
     if (req)
         protobuf_c_message_free_unpacked(&req->base, NULL);
     if (rc) {

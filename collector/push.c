@@ -228,18 +228,12 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy
     return 0;
 }
 
-int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, char *msg,
-                        size_t msglen) {
-    for (size_t i = 0; i < b->n; i++) {
+int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status, char *msg,
+                         size_t msglen) {
+    for (size_t i = 0; status == 0 && i < b->n; i++) {
         struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], b->spy[i]);
-        int rc = pa_coll_store_insert(st, &u, msg, msglen);
-        if (rc)
-            return rc;
+        status = pa_coll_store_insert(st, &u, msg, msglen);
     }
-    return 0;
-}
-
-void pa_coll_batch_free(struct pa_coll_batch *b) {
     for (size_t i = 0; i < b->n; i++) {
         pa_coll_ingest_result_free(&b->v[i]);
         free(b->spy[i]);
@@ -247,6 +241,7 @@ void pa_coll_batch_free(struct pa_coll_batch *b) {
     free(b->v);
     free(b->spy);
     memset(b, 0, sizeof *b);
+    return status;
 }
 
 /* ---- Push ------------------------------------------------------------------------------- */
@@ -317,9 +312,7 @@ void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_re
     struct pa_coll_batch b = {0};
     for (size_t i = 0; rc == 0 && req && i < req->n_series; i++)
         rc = add_series(&b, req->series[i], rq, msg, sizeof msg);
-    if (rc == 0)
-        rc = pa_coll_batch_store(st, &b, msg, sizeof msg);
-    pa_coll_batch_free(&b);
+    rc = pa_coll_batch_finish(st, &b, rc, msg, sizeof msg);
     if (req)
         protobuf_c_message_free_unpacked(&req->base, NULL);
     if (rc) {

@@ -54,10 +54,10 @@ struct pa_coll_batch {
 int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
                       int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
                       const struct pa_coll_proto_request *rq, char *msg, size_t msglen);
-/* Stores every profile of the batch. 0, or 503 with msg. */
-int pa_coll_batch_store(struct pa_coll_store *st, struct pa_coll_batch *b, char *msg,
-                        size_t msglen);
-void pa_coll_batch_free(struct pa_coll_batch *b);
+/* Stores every profile of the batch if status is 0 (nothing was refused), then frees it.
+ * Returns status, or 503 with msg when the store could not commit. */
+int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status, char *msg,
+                         size_t msglen);
 
 /* The request message of rq: Content-Encoding (gzip or identity) peeled, then decoded in
  * the codec (connect.h). NULL with *status (400, 413, 415, 422, 503) and msg. */

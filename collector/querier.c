@@ -291,14 +291,16 @@ static int merged(struct pa_coll_store *st, const struct hits *h, const char *se
     return rc;
 }
 
-/* The hits of one type and selector, and their merged profiles. */
-static int selection(struct pa_coll_store *st, const char *id, char *selector, int64_t from,
-                     int64_t until, struct hits *h, struct weighted **w, size_t *nw, char *msg,
-                     size_t msglen) {
+/* The hits of one type and selector over Pyroscope's [start_ms, end_ms) (into [from, until)
+ * seconds), and their merged profiles. */
+static int selection(struct pa_coll_store *st, const char *id, char *selector, int64_t start_ms,
+                     int64_t end_ms, int64_t now, int64_t *from, int64_t *until, struct hits *h,
+                     struct weighted **w, size_t *nw, char *msg, size_t msglen) {
     *w = NULL;
     *nw = 0;
-    int rc = find(st, &selector, 1, id, from, until, h, msg, msglen);
-    return rc ? rc : merged(st, h, selector, from, until, w, nw, msg, msglen);
+    range_of(start_ms, end_ms, now, from, until);
+    int rc = find(st, &selector, 1, id, *from, *until, h, msg, msglen);
+    return rc ? rc : merged(st, h, selector, *from, *until, w, nw, msg, msglen);
 }
 
 static void weighted_free(struct weighted *w, size_t n) {
@@ -532,12 +534,11 @@ static int select_tree(struct pa_coll_store *st,
         return 400;
     }
     int64_t from, until;
-    range_of(q->start, q->end, now, &from, &until);
     struct hits h;
     struct weighted *w = NULL;
     size_t nw = 0;
-    int rc =
-        selection(st, q->profile_typeid, q->label_selector, from, until, &h, &w, &nw, msg, msglen);
+    int rc = selection(st, q->profile_typeid, q->label_selector, q->start, q->end, now, &from,
+                       &until, &h, &w, &nw, msg, msglen);
     for (size_t i = 0; rc == 0 && i < nw; i++)
         tree_add(t, &w[i], side);
     weighted_free(w, nw);
@@ -742,12 +743,11 @@ static int select_merge_profile(struct pa_coll_store *st, const ProtobufCMessage
                                 size_t msglen) {
     const Querier__V1__SelectMergeProfileRequest *q = (const void *)in;
     int64_t from, until;
-    range_of(q->start, q->end, now, &from, &until);
     struct hits h;
     struct weighted *w = NULL;
     size_t nw = 0;
-    int rc =
-        selection(st, q->profile_typeid, q->label_selector, from, until, &h, &w, &nw, msg, msglen);
+    int rc = selection(st, q->profile_typeid, q->label_selector, q->start, q->end, now, &from,
+                       &until, &h, &w, &nw, msg, msglen);
     pa_profile *all = pa_profile_new();
     for (size_t i = 0; i < nw; i++) {
         pa_profile_merge(all, w[i].p);
