@@ -144,6 +144,23 @@ static void read_upload_config(struct pa_config *cfg) {
     else if (v && strcmp(v, "pprof"))
         pa_log(PA_LOG_ERROR, "PYAGENT_UPLOAD_FORMAT=\"%.64s\" is not pprof or folded; using pprof",
                v);
+    /* Push by default, except with PYAGENT_UPLOAD_FORMAT=folded, which only /ingest has. */
+    cfg->protocol = cfg->upload_pprof ? PA_PROTO_PUSH : PA_PROTO_INGEST;
+    v = env("PYAGENT_PROTOCOL");
+    if (v && (!strcmp(v, "push") || !strcmp(v, "ingest") || !strcmp(v, "otlp"))) {
+        cfg->protocol = v[0] == 'p' ? PA_PROTO_PUSH : v[0] == 'i' ? PA_PROTO_INGEST : PA_PROTO_OTLP;
+        if (cfg->protocol != PA_PROTO_INGEST && !cfg->upload_pprof)
+            pa_log(PA_LOG_WARN,
+                   "PYAGENT_UPLOAD_FORMAT=folded: only PYAGENT_PROTOCOL=ingest sends folded "
+                   "text; %s sends pprof",
+                   v);
+    } else if (v) {
+        pa_log(PA_LOG_ERROR, "PYAGENT_PROTOCOL=\"%.64s\" is not push, ingest or otlp; using push",
+               v);
+        cfg->protocol = PA_PROTO_PUSH;
+    }
+    if (cfg->protocol != PA_PROTO_INGEST)
+        cfg->upload_pprof = 1;
     env_str(cfg->auth_token, sizeof cfg->auth_token, "PYAGENT_AUTH_TOKEN", NULL);
     env_str(cfg->basic_user, sizeof cfg->basic_user, "PYAGENT_BASIC_AUTH_USER",
             "PYROSCOPE_BASIC_AUTH_USER");

@@ -5,6 +5,8 @@
 #ifndef PA_CONFIG_H
 #define PA_CONFIG_H
 
+enum pa_protocol { PA_PROTO_PUSH = 0, PA_PROTO_INGEST = 1, PA_PROTO_OTLP = 2 };
+
 enum pa_mode { PA_MODE_CPU = 0, PA_MODE_WALL = 1, PA_MODE_GIL = 2 }; /* = enum pa_walk_mode */
 
 struct pa_config {
@@ -27,6 +29,7 @@ struct pa_config {
     char tags[16384];         /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */
     int tag_host, tag_pid;    /* PYAGENT_TAG_HOST, PYAGENT_TAG_PID */
     int upload_pprof;         /* PYAGENT_UPLOAD_FORMAT: 1 pprof (gzip), 0 folded */
+    int protocol;             /* PYAGENT_PROTOCOL: enum pa_protocol */
     char auth_token[512];     /* PYAGENT_AUTH_TOKEN: Authorization: Bearer */
     char basic_user[256];     /* PYAGENT_BASIC_AUTH_USER / PYROSCOPE_BASIC_AUTH_USER */
     char basic_password[256]; /* PYAGENT_BASIC_AUTH_PASSWORD / PYROSCOPE_BASIC_AUTH_PASSWORD */

@@ -18,9 +18,13 @@
 #include <unistd.h>
 
 #include "body.h"
+#include "connect.h"
 #include "http.h"
 #include "ingest.h"
+#include "otlp.h"
 #include "pool.h"
+#include "push.h"
+#include "querier.h"
 #include "query.h"
 #include "text.h"
 
@@ -56,7 +60,26 @@ struct conn {
     struct conn *prev, *next;
 };
 
-enum route { R_NOT_FOUND, R_INGEST, R_HEALTH, R_APPS, R_RENDER, R_DIFF, R_HEATMAP, R_INDEX };
+enum route {
+    R_NOT_FOUND,
+    R_INGEST,
+    R_HEALTH,
+    R_APPS,
+    R_RENDER,
+    R_DIFF,
+    R_HEATMAP,
+    R_INDEX,
+    R_PUSH,    /* Grafana Pyroscope's Push (push.h) */
+    R_OTLP,    /* OpenTelemetry profiles (otlp.h) */
+    R_QUERIER, /* querier.v1.QuerierService (querier.h) */
+};
+
+#define QUERIER_PREFIX "/querier.v1.QuerierService/"
+
+/* Routes whose request is a POST body: read under max_body. */
+static bool posts_body(enum route r) {
+    return r == R_INGEST || r == R_PUSH || r == R_OTLP || r == R_QUERIER;
+}
 
 struct request {
     enum route route;
@@ -142,21 +165,14 @@ static enum route route_of(const char *url) {
             return routes[i].route;
     if (strncmp(url, "/heatmap/", 9) == 0)
         return R_HEATMAP;
+    /* Pyroscope's and OpenTelemetry's APIs. */
+    if (strcmp(url, "/push.v1.PusherService/Push") == 0)
+        return R_PUSH;
+    if (strcmp(url, "/v1development/profiles") == 0)
+        return R_OTLP;
+    if (strncmp(url, QUERIER_PREFIX, strlen(QUERIER_PREFIX)) == 0)
+        return R_QUERIER;
     return R_NOT_FOUND;
-}
-
-static int b64val(int c) {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
 }
 
 /* Decodes base64 into out (NUL-terminated); -1 on bad input or overflow. */
@@ -165,7 +181,7 @@ static int b64decode(const char *in, char *out, size_t outlen) {
     unsigned acc = 0;
     int bits = 0;
     for (; *in && *in != '='; in++) {
-        int v = b64val((unsigned char)*in);
+        int v = pa_coll_b64val((unsigned char)*in);
         if (v < 0)
             return -1;
         acc = (acc << 6) | (unsigned)v;
@@ -350,6 +366,34 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
     return send_text(c, 200, false, "ok");
 }
 
+/* Push and OTLP: decoded and stored on the HTTP thread, as /ingest. */
+static enum MHD_Result do_proto(struct pa_coll_server *srv, struct MHD_Connection *c,
+                                struct request *rq) {
+    struct pa_coll_proto_request in = {
+        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+        .content_encoding = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding"),
+        .body = rq->body ? rq->body : (const uint8_t *)"",
+        .body_len = rq->len,
+        .max_decompressed = srv->cfg.max_decompressed,
+        .budget = &srv->gunzip_memory,
+        .now = (int64_t)time(NULL),
+    };
+    struct pa_coll_response r = {0};
+    if (rq->route == R_PUSH)
+        pa_coll_handle_push(srv->cfg.store, &in, &r);
+    else
+        pa_coll_handle_otlp(srv->cfg.store, &in, &r);
+    free(rq->body);
+    rq->body = NULL;
+    if (r.status >= 400) {
+        char addr[64], line[512];
+        fprintf(stderr, "pyagent-collector: %s from %s rejected (%d): %s\n",
+                rq->route == R_PUSH ? "push" : "otlp", client_addr(c, addr, sizeof addr), r.status,
+                pa_coll_one_line(line, sizeof line, r.body.data ? r.body.data : ""));
+    }
+    return send_response(c, &r, false);
+}
+
 /* Fills r for a GET on a query route. On a query worker, with the connection suspended: its
  * headers and arguments stay where libmicrohttpd keeps them until it is resumed. */
 static void answer_query(struct pa_coll_store *st, struct MHD_Connection *c, const char *url,
@@ -383,12 +427,19 @@ struct query_job {
     char *url;
     struct pa_coll_response resp;
     atomic_bool done;
+    uint8_t *body; /* R_QUERIER: the request message */
+    size_t len;
+    char *content_type;
 };
 
 static void run_query(void *arg, bool cancelled) {
     struct query_job *j = arg;
     if (cancelled)
         pa_coll_respond_text(&j->resp, 503, "the collector is shutting down; retry later");
+    else if (j->route == R_QUERIER)
+        pa_coll_handle_querier(j->store, j->url + strlen(QUERIER_PREFIX), j->content_type,
+                               j->body ? j->body : (const uint8_t *)"", j->len, (int64_t)time(NULL),
+                               &j->resp);
     else
         answer_query(j->store, j->c, j->url, j->route, &j->resp);
     atomic_store(&j->done, true);
@@ -401,6 +452,8 @@ static void query_job_free(struct query_job *j) {
     pa_buf_free(&j->resp.body);
     free(j->resp.location);
     free(j->url);
+    free(j->body);
+    free(j->content_type);
     free(j);
 }
 
@@ -422,6 +475,13 @@ static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection 
     j->store = srv->cfg.store;
     j->c = c;
     j->route = rq->route;
+    if (rq->route == R_QUERIER) { /* the body goes with the job */
+        const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+        j->body = rq->body;
+        j->len = rq->len;
+        rq->body = NULL;
+        j->content_type = ct ? strdup(ct) : NULL;
+    }
     char addr[64], msg[256];
     /* Suspended before it is queued, so that a worker may resume it at once. A refusal is
      * answered the same way, on the call that follows the resume. */
@@ -523,10 +583,10 @@ static enum MHD_Result first_call(struct pa_coll_server *srv, struct MHD_Connect
                       "token as password)");
     bool post = strcmp(method, "POST") == 0;
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    if (rq->route == R_INGEST ? !post : !get)
+    if (posts_body(rq->route) ? !post : !get)
         return reject(rq, c, 405, false, "method %.16s not allowed on %.200s (use %s)", method, url,
-                      rq->route == R_INGEST ? "POST" : "GET");
-    if (rq->route == R_INGEST) {
+                      posts_body(rq->route) ? "POST" : "GET");
+    if (posts_body(rq->route)) {
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
         unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
@@ -566,7 +626,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (rq->route != R_INGEST || rq->too_big)
+        if (!posts_body(rq->route) || rq->too_big)
             return MHD_YES;
         if (rq->len + n > srv->cfg.max_body) {
             /* Keep reading (and discarding) so the client gets a proper 413 at the end. */
@@ -592,12 +652,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (rq->job && !atomic_load(&rq->job->done))
         return MHD_YES; /* woken before the answer is ready: keep waiting */
     enum MHD_Result rc;
-    if (rq->route != R_INGEST)
-        rc = do_get(srv, c, url, rq);
-    else if (rq->too_big)
+    if (rq->too_big && !rq->job)
         rc = send_text(c, 413, false, "body: more than the limit of %zu bytes", srv->cfg.max_body);
-    else
+    else if (rq->route == R_INGEST)
         rc = do_ingest(srv, c, rq);
+    else if (rq->route == R_PUSH || rq->route == R_OTLP)
+        rc = do_proto(srv, c, rq);
+    else
+        rc = do_get(srv, c, url, rq);
     set_phase(srv, c, rq->job ? P_QUERY : P_ANSWER);
     return rc;
 }

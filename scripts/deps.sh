@@ -6,11 +6,12 @@ set -euo pipefail
 # libunwind is built from Debian's source package (scripts/libunwind.sh: dpkg-dev unpacks
 # it); cmocka is needed by the build's unit-test targets.
 build_pkgs="build-essential dpkg-dev cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
+  protobuf-c-compiler libprotobuf-c-dev
   libmicrohttpd-dev libsqlite3-dev libcmocka-dev patchelf curl ca-certificates"
 test_pkgs="clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
   npm hyperfine procps file binutils openssl wrk debootstrap libpython3.11-testsuite
   uwsgi-core uwsgi-plugin-python3 gunicorn python3-uvicorn apache2 libapache2-mod-wsgi-py3
-  python3-celery python3-redis redis-server"
+  python3-celery python3-redis redis-server golang-go golang-github-google-pprof-dev"
 
 want="$build_pkgs"
 [ "${1:-}" = "--test" ] && want="$build_pkgs $test_pkgs"

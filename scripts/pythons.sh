@@ -13,6 +13,9 @@
 #   scripts/pythons.sh --list   [--out FILE]               print the list (ensure if missing)
 #   scripts/pythons.sh --austin                            print the path of sid's austin
 #   scripts/pythons.sh --ensure --testsuites                also unpack sid's regression suites
+#   scripts/pythons.sh --otel-proto                        print the dist-packages of sid's
+#                       python3-opentelemetry-proto and python3-protobuf, unpacked for sid's
+#                       interpreters (OpenTelemetry's generated classes, for tests/uploader)
 #                                                           (libpython3.X-testsuite) into its root
 #
 # The list (default build/pythons.txt), one interpreter a line, tab-separated:
@@ -38,7 +41,7 @@ refresh=0
 testsuites=0
 while [ $# -gt 0 ]; do
   case "$1" in
-  --ensure | --list | --austin) mode=${1#--} ;;
+  --ensure | --list | --austin | --otel-proto) mode=${1#--} ;;
   --out)
     [ $# -ge 2 ] || { echo "pythons: --out needs a file" >&2; exit 2; }
     out=$2
@@ -54,7 +57,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$mode" ] || { echo "pythons: say --ensure, --list or --austin (try --help)" >&2; exit 2; }
+[ -n "$mode" ] || { echo "pythons: say --ensure, --list, --austin or --otel-proto (try --help)" >&2; exit 2; }
 case "$out" in /*) ;; *) out="$repo/$out" ;; esac
 
 cache=${PYAGENT_CACHE:-$HOME/.cache/pyagent}
@@ -350,7 +353,7 @@ sid_ensure() {
 # Uses the package lists the root was built from; only when they no longer name the package
 # at the interpreter's version are they updated.
 sid_testsuites() {
-  local mark=$root/.testsuites v state ver pkgs="" want="" updated=0 dl=$sid/testsuites.partial deb
+  local mark=$root/.testsuites v state ver pkgs="" want="" dl=$sid/testsuites.partial
   [ -f "$root/.stamp" ] || { log "sid: no root to add test suites to"; return 1; }
   sid_apt_setup
   while read -r v state ver; do
@@ -364,13 +367,25 @@ sid_testsuites() {
     log "sid: test suites cached in $root"
     return 0
   fi
+  # shellcheck disable=SC2086
+  sid_download "$dl" $pkgs || { log "sid: sid has moved on: rebuild the root with --ensure --refresh --testsuites"; return 1; }
+  sid_fix_symlinks "$dl/x" "$root"
+  cp -a "$dl/x/." "$root/"
+  rm -rf "$dl"
+  printf '%s' "$want" >>"$mark"
+}
+
+# sid_download DIR PKG...: downloads sid's packages (PKG or PKG=VERSION) and unpacks them all
+# into DIR/x, updating the package lists once if they no longer name them.
+sid_download() {
+  local dl=$1 updated=0 deb
+  shift
   rm -rf "$dl"
   mkdir -p "$dl"
-  log "sid: downloading$pkgs"
-  # shellcheck disable=SC2086
-  while ! (cd "$dl" && apt-get "${apt_opts[@]}" -qq download $pkgs >&2); do
+  log "sid: downloading $*"
+  while ! (cd "$dl" && apt-get "${apt_opts[@]}" -qq download "$@" >&2); do
     if [ "$updated" = 1 ]; then
-      log "sid: cannot download$pkgs; sid has moved on: rebuild the root with --ensure --refresh --testsuites"
+      log "sid: cannot download $*"
       rm -rf "$dl"
       return 1
     fi
@@ -380,10 +395,27 @@ sid_testsuites() {
   done
   mkdir -p "$dl/x"
   for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$dl/x"; done
-  sid_fix_symlinks "$dl/x" "$root"
-  cp -a "$dl/x/." "$root/"
-  rm -rf "$dl"
-  printf '%s' "$want" >>"$mark"
+}
+
+# otel_proto: sid's OpenTelemetry protocol classes and the protobuf runtime they need, pure
+# Python packages for sid's interpreters, unpacked once into $sid/otel-proto (apart from the
+# root, whose stamp they do not change); prints their dist-packages directory.
+otel_proto() {
+  local dir=$sid/otel-proto
+  mkdir -p "$sid"
+  exec 9>"$sid/.lock"
+  flock 9
+  if [ ! -d "$dir/usr/lib/python3/dist-packages/opentelemetry/proto/profiles" ]; then
+    sid_apt_setup
+    [ -d "$sid/apt/lists" ] && ls "$sid/apt/lists"/*Packages* >/dev/null 2>&1 ||
+      apt-get "${apt_opts[@]}" -qq update >&2 || return 1
+    sid_download "$sid/otel-proto.partial" python3-opentelemetry-proto python3-protobuf || return 1
+    rm -rf "$dir"
+    mv "$sid/otel-proto.partial/x" "$dir"
+    rm -rf "$sid/otel-proto.partial"
+  fi
+  flock -u 9
+  echo "$dir/usr/lib/python3/dist-packages"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -456,6 +488,7 @@ ensure() {
 
 case "$mode" in
 ensure) ensure ;;
+otel-proto) otel_proto ;;
 list)
   [ -s "$out" ] || ensure >&2
   cat "$out"

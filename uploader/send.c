@@ -1,8 +1,16 @@
 /* send.c: the spool and the HTTP uploads (see send.h).
  *
- * A spool file is "pyagent-spool 1 QUERY\n" followed by the request body; QUERY is the
- * /ingest query string (name with labels, from, until, sampleRate, spyName, format), so a
- * file left by an earlier run is resent exactly as it was meant. File names sort by time:
+ * A spool file is a header line followed by the request body, so that a file left by an
+ * earlier run is resent exactly as it was meant, whatever the protocol configured now:
+ *   "pyagent-spool 1 QUERY\n"          POST /ingest?QUERY (name with labels, from, until,
+ *                                      sampleRate, spyName, format);
+ *   "pyagent-spool 2 PATH TYPE\n"      POST PATH with Content-Type TYPE: Pyroscope's Push
+ *                                      (/push.v1.PusherService/Push, Connect unary,
+ *                                      application/proto) or OTLP profiles
+ *                                      (/v1development/profiles, application/x-protobuf).
+ * The protocol (PYAGENT_PROTOCOL: push, the default, ingest or otlp) only decides how new
+ * profiles are spooled: spool, retry, ordering and the exit deadline are one path for all
+ * three. File names sort by time:
  * UNTILMS-PID-SEQ.spool. A file being sent is renamed to NAME.sending-PID first, so two
  * processes sharing a spool (a program and its forked children) never send one twice.
  *
@@ -25,14 +33,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../base/log.h"
+#include "modname.h"
+#include "wire.h"
 
 static struct pa_config cfg;
-static char *name_q; /* url-encoded "APP{labels}" (pprof) or "APP.cpu{labels}" (folded) */
+enum protocol {
+    PROTO_PUSH = PA_PROTO_PUSH,
+    PROTO_INGEST = PA_PROTO_INGEST,
+    PROTO_OTLP = PA_PROTO_OTLP
+};
+static enum protocol protocol;
+static char *name_q;          /* url-encoded "APP{labels}" (pprof) or "APP.cpu{labels}" (folded) */
+static struct labels *series; /* the series' labels (push, otlp), from build_name */
+static char service[256];     /* the application's name as sent */
 static char spool_dir[1100];
 static unsigned seq;
 static double retry_at; /* monotonic seconds */
@@ -155,7 +174,17 @@ struct labels {
     pa_buf text; /* "k=v,k2=v2" */
     int count;
     char names[MAX_LABELS][MAX_LABEL_NAME + 1];
+    char *values[MAX_LABELS]; /* malloc'ed */
 };
+
+static void free_labels(struct labels *l) {
+    if (!l)
+        return;
+    for (int i = 0; i < l->count; i++)
+        free(l->values[i]);
+    pa_buf_free(&l->text);
+    free(l);
+}
 
 static int has_label(const struct labels *l, const char *k) {
     for (int i = 0; i < l->count; i++)
@@ -180,6 +209,7 @@ static void add_label(struct labels *l, const char *k, const char *v, size_t vn,
     if (l->count)
         pa_buf_append(&l->text, ",", 1);
     pa_buf_printf(&l->text, "%s=%.*s", k, (int)vn, v);
+    l->values[l->count] = strndup(v, vn);
     snprintf(l->names[l->count++], sizeof l->names[0], "%s", k);
 }
 
@@ -306,6 +336,7 @@ static char *build_name(void) {
         add_own_label(l, "pid", pid);
     }
     name_warned = 1;
+    snprintf(service, sizeof service, "%s", app);
     pa_buf raw = {0};
     pa_buf_puts(&raw, app);
     if (!cfg.upload_pprof) /* what the samples measure, as the folded path wants it */
@@ -313,8 +344,8 @@ static char *build_name(void) {
                           : cfg.mode == PA_MODE_GIL ? ".gil"
                                                     : ".cpu");
     pa_buf_printf(&raw, "{%s}", l->text.data ? l->text.data : "");
-    pa_buf_free(&l->text);
-    free(l);
+    free_labels(series);
+    series = l;
     char *esc = curl.escape ? curl.escape(NULL, raw.data, (int)raw.len) : NULL;
     char *out = strdup(esc ? esc : raw.data);
     if (esc)
@@ -342,6 +373,8 @@ int pa_send_init(const struct pa_config *c) {
     cfg = *c;
     if (!cfg.server[0])
         return 0;
+    protocol = (enum protocol)cfg.protocol;
+    pa_modname_init();
     if (load_curl() != 0)
         return -1;
     if (cfg.spool_dir[0]) {
@@ -505,10 +538,25 @@ static size_t pprof_size_bound(const pa_profile *p) {
 }
 
 static int spool_one(const pa_profile *p, time_t from, time_t until);
+static int spool_parts(const pa_profile *p, time_t from, time_t until);
 
 int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
     if (!cfg.server[0] || !spool_dir[0] || !name_q || pa_profile_total(p) == 0)
         return 0;
+    /* Frames are sent module-qualified (modname.h); without memory for that, as they are.
+     * The profile's time is pprof's time_nanos, which Pyroscope's time window checks. */
+    pa_profile *q = pa_modname_qualify(p);
+    if (q) {
+        char start[32];
+        snprintf(start, sizeof start, "%lld", (long long)from);
+        pa_profile_set_meta(q, "start", start);
+    }
+    int rc = spool_parts(q ? q : p, from, until);
+    pa_profile_free(q);
+    return rc;
+}
+
+static int spool_parts(const pa_profile *p, time_t from, time_t until) {
     size_t n = pa_profile_stack_count(p);
     if (n < 2 || (n <= MAX_PROFILE_STACKS && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
         return spool_one(p, from, until);
@@ -525,16 +573,64 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
     for (size_t first = 0; first < n; first += half) {
         pa_profile *part = pa_profile_new();
         pa_profile_merge_stacks(part, p, first, half);
-        rc |= pa_send_spool(part, from, until);
+        for (size_t i = 0; i < pa_profile_meta_count(p); i++) { /* rate, mode, start */
+            const char *k, *v;
+            pa_profile_meta_at(p, i, &k, &v);
+            pa_profile_set_meta(part, k, v);
+        }
+        rc |= spool_parts(part, from, until);
         pa_profile_free(part);
     }
     return rc;
 }
 
+/* A random UUID (version 4) naming one profile: a resent spool file carries the same. */
+static void new_id(char *out, size_t len) {
+    unsigned char b[16] = {0};
+    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b)
+        for (size_t i = 0; i < sizeof b; i++)
+            b[i] = (unsigned char)random();
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+/* Push and OTLP: the body, and the spool header naming where it goes. */
+static int encode_message(const pa_profile *p, time_t from, time_t until, pa_buf *body,
+                          pa_buf *head, pa_error *err) {
+    struct pa_wire_label ls[MAX_LABELS];
+    size_t n = 0;
+    const char *svc = service;
+    /* A service_name tag is the service (as on /ingest, where it replaces the name): sent as
+     * a second service_name label it would be a duplicate, which Pyroscope refuses. */
+    for (int i = 0; series && i < series->count; i++)
+        if (strcmp(series->names[i], "service_name") == 0)
+            svc = series->values[i];
+        else
+            ls[n++] = (struct pa_wire_label){series->names[i], series->values[i]};
+    if (protocol == PROTO_PUSH) {
+        char id[40];
+        new_id(id, sizeof id);
+        pa_buf_puts(head, "pyagent-spool 2 /push.v1.PusherService/Push application/proto\n");
+        return pa_wire_push(p, svc, ls, n, id, body, err);
+    }
+    pa_buf_puts(head, "pyagent-spool 2 /v1development/profiles application/x-protobuf\n");
+    return pa_wire_otlp(p, svc, ls, n, from, until, body, err);
+}
+
 static int spool_one(const pa_profile *p, time_t from, time_t until) {
-    pa_buf body = {0};
+    pa_buf body = {0}, head = {0};
     pa_error err;
-    if (cfg.upload_pprof) {
+    if (protocol != PROTO_INGEST) {
+        if (encode_message(p, from, until, &body, &head, &err) != 0) {
+            pa_log(PA_LOG_ERROR, "cannot encode the profile: %s", err.msg);
+            pa_buf_free(&body);
+            pa_buf_free(&head);
+            return -1;
+        }
+    } else if (cfg.upload_pprof) {
         if (pa_pprof_encode(p, 1, &body, &err) != 0) {
             pa_log(PA_LOG_ERROR, "cannot encode the profile: %s", err.msg);
             pa_buf_free(&body);
@@ -554,11 +650,14 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
     FILE *f = fopen(tmp, "we");
     int ok = f != NULL;
     if (ok) {
-        fprintf(f,
-                "pyagent-spool 1 "
-                "name=%s&from=%lld&until=%lld&sampleRate=%s&spyName=pyagent&format=%s\n",
-                name_q, (long long)from, (long long)until, rate ? rate : "100",
-                cfg.upload_pprof ? "pprof" : "folded");
+        if (head.len)
+            fputs(head.data, f);
+        else
+            fprintf(f,
+                    "pyagent-spool 1 "
+                    "name=%s&from=%lld&until=%lld&sampleRate=%s&spyName=pyagent&format=%s\n",
+                    name_q, (long long)from, (long long)until, rate ? rate : "100",
+                    cfg.upload_pprof ? "pprof" : "folded");
         ok = fwrite(body.data, 1, body.len, f) == body.len;
         ok = (fclose(f) == 0) && ok;
     }
@@ -569,6 +668,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
         unlink(tmp);
     }
     pa_buf_free(&body);
+    pa_buf_free(&head);
     bound_spool(spool_dir);
     return ok ? 0 : -1;
 }
@@ -576,7 +676,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
 /* ---- HTTP ----------------------------------------------------------------------------------- */
 
 struct reply {
-    char text[512];
+    char text[4096]; /* the start of the answer: a reason, or an OTLP response */
     size_t len;
 };
 
@@ -626,9 +726,38 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 
 enum { POST_SENT = 0, POST_REJECTED = 1, POST_FAILED = -1, POST_UNREACHABLE = -2 };
 
+/* Where a spool file goes, from its header line (without "pyagent-spool "). */
+struct target {
+    char *head;        /* the header line, malloc'ed */
+    pa_buf path;       /* "ingest?QUERY", "push.v1.PusherService/Push", ... */
+    const char *ctype; /* Content-Type (in head, or static) */
+    int connect, otlp;
+};
+
+static void free_target(struct target *t) {
+    free(t->head);
+    pa_buf_free(&t->path);
+}
+
+static int parse_target(const char *head, struct target *t) {
+    if (strncmp(head, "1 ", 2) == 0) {
+        pa_buf_printf(&t->path, "ingest?%s", head + 2);
+        t->ctype = strstr(head, "format=pprof") ? "application/octet-stream" : "text/plain";
+        return 0;
+    }
+    const char *sp = strncmp(head, "2 /", 3) == 0 ? strchr(head + 3, ' ') : NULL;
+    if (!sp)
+        return -1;
+    pa_buf_append(&t->path, head + 3, (size_t)(sp - head - 3));
+    t->ctype = sp + 1;
+    t->connect = strstr(t->path.data, ".v1.") != NULL; /* a Connect service's procedure */
+    t->otlp = strcmp(t->path.data, "v1development/profiles") == 0;
+    return 0;
+}
+
 /* POSTs one spool file, on a connection of its own. A rejection's reason (the status and the
  * server's answer) goes to reason. */
-static int post(const char *query, const char *body, size_t len, double deadline, char *reason,
+static int post(const struct target *t, const char *body, size_t len, double deadline, char *reason,
                 size_t reason_len) {
     CURL *handle = curl.init();
     if (!handle)
@@ -636,7 +765,7 @@ static int post(const char *query, const char *body, size_t len, double deadline
     uint64_t started = mono_ns();
     const char *slash = cfg.server[strlen(cfg.server) - 1] == '/' ? "" : "/";
     pa_buf url = {0};
-    pa_buf_printf(&url, "%s%singest?%s", cfg.server, slash, query);
+    pa_buf_printf(&url, "%s%s%s", cfg.server, slash, t->path.data);
     long total_ms = (long)cfg.upload_timeout_ms, connect_ms = (long)cfg.connect_timeout_ms;
     if (deadline > 0) {
         long left = (long)((deadline - mono()) * 1000);
@@ -652,11 +781,12 @@ static int post(const char *query, const char *body, size_t len, double deadline
             connect_ms = left;
     }
     struct curl_slist *h = NULL;
-    int pprof = strstr(query, "format=pprof") != NULL;
-    h = curl.slist_append(h, pprof ? "Content-Type: application/octet-stream"
-                                   : "Content-Type: text/plain");
-    h = curl.slist_append(h, "Expect:");
     char line[1200];
+    snprintf(line, sizeof line, "Content-Type: %s", t->ctype);
+    h = curl.slist_append(h, line);
+    h = curl.slist_append(h, "Expect:");
+    if (t->connect)
+        h = curl.slist_append(h, "Connect-Protocol-Version: 1");
     if (cfg.auth_token[0]) {
         snprintf(line, sizeof line, "Authorization: Bearer %s", cfg.auth_token);
         h = curl.slist_append(h, line);
@@ -706,6 +836,16 @@ static int post(const char *query, const char *body, size_t len, double deadline
                    ? POST_UNREACHABLE
                    : POST_FAILED;
     }
+    if (status >= 200 && status < 300 && t->otlp) {
+        /* OTLP's partial success: the server will never take those profiles either. */
+        char why[400];
+        int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, why, sizeof why);
+        if (n > 0) {
+            snprintf(reason, reason_len, "OTLP partial success, %lld rejected: %s", (long long)n,
+                     why);
+            return POST_REJECTED;
+        }
+    }
     if (status >= 200 && status < 300)
         return POST_SENT;
     reply.text[strcspn(reply.text, "\r\n")] = 0;
@@ -717,21 +857,24 @@ static int post(const char *query, const char *body, size_t len, double deadline
     return POST_FAILED;
 }
 
-/* Reads a claimed spool file: query (without the header's prefix; malloc'ed) and body. */
-static int read_spool(const char *path, char **query, pa_buf *body) {
+/* Reads a claimed spool file: its target (from the header) and body. */
+static int read_spool(const char *path, struct target *t, pa_buf *body) {
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
     char *line = NULL;
     size_t cap = 0;
-    if (getline(&line, &cap, f) < 16 || strncmp(line, "pyagent-spool 1 ", 16) != 0) {
+    if (getline(&line, &cap, f) < 16 || strncmp(line, "pyagent-spool ", 14) != 0) {
         free(line);
         fclose(f);
         return -1;
     }
     line[strcspn(line, "\n")] = 0;
-    memmove(line, line + 16, strlen(line + 16) + 1);
-    *query = line;
+    t->head = line;
+    if (parse_target(line + 14, t) != 0) {
+        fclose(f);
+        return -1;
+    }
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
@@ -802,20 +945,21 @@ void pa_send_flush(double deadline, int respect_backoff) {
             break;
         }
         char path[1400], claimed[1500], reason[600];
-        char *query = NULL;
+        struct target t = {0};
         snprintf(path, sizeof path, "%s/%s", spool_dir, names[i]);
         snprintf(claimed, sizeof claimed, "%s.sending-%d", path, (int)getpid());
         if (rename(path, claimed) != 0)
             continue; /* another process took it */
         pa_buf body = {0};
-        if (read_spool(claimed, &query, &body) != 0) {
+        if (read_spool(claimed, &t, &body) != 0) {
+            free_target(&t);
             pa_log(PA_LOG_WARN, "spool file %s is unreadable; removed", path);
             unlink(claimed);
             pa_buf_free(&body);
             continue;
         }
-        int r = post(query, body.data ? body.data : "", body.len, deadline, reason, sizeof reason);
-        free(query);
+        int r = post(&t, body.data ? body.data : "", body.len, deadline, reason, sizeof reason);
+        free_target(&t);
         pa_buf_free(&body);
         if (r == POST_SENT) {
             unlink(claimed);

@@ -24,11 +24,12 @@ import sys
 LAYERS = {
     "base": set(),
     "profile": {"base"},
+    "proto": {"base"},
     "agent": {"base", "profile"},
-    "uploader": {"base", "profile", "agent"},
-    "shim": {"base", "profile", "agent", "uploader"},
+    "uploader": {"base", "profile", "proto", "agent"},
+    "shim": {"base", "profile", "proto", "agent", "uploader"},
     "renderer": {"base", "profile"},
-    "collector": {"base", "profile", "renderer"},
+    "collector": {"base", "profile", "proto", "renderer"},
 }
 # Parts whose files may call each other in a circle (see the module's docstring).
 CYCLES_ALLOWED = {"shim"}

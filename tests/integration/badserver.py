@@ -1,6 +1,6 @@
-"""A scriptable ingest server for upload fault tests: it answers POST /ingest according to a
-mode and records every profile it accepted (folded bodies) so that a test can check that no
-sample was lost or doubled.
+"""A scriptable ingest server for upload fault tests: it answers any POST (/ingest, Pyroscope's
+Push, OTLP profiles) according to a mode and records every profile it accepted, decoded by
+pyroscope.py, so that a test can check that no sample was lost or doubled.
 
 Modes: ok; fail5xx:N (the first N requests get 503); reject413; reset:N (the first N
 connections are closed without an answer); slow:S (answers after S seconds); slowfirst:S (the
@@ -13,11 +13,13 @@ import threading
 import time
 import urllib.parse
 
+from pyroscope import request_labels, request_stacks
+
 
 class BadServer:
     def __init__(self, mode="ok", port=0, tls=None):
         self.mode = mode
-        self.accepted = []  # (query dict, body text)
+        self.accepted = []  # (query dict, body bytes, headers, path)
         self.requests = 0
         self.slow_answered = 0  # slow: requests whose delayed answer was sent
         self.lock = threading.Lock()
@@ -64,9 +66,10 @@ class BadServer:
                     self.end_headers()
                     self.wfile.write(msg)
                     return
-                q = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(self.path).query))
+                url = urllib.parse.urlparse(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
                 with parent.lock:
-                    parent.accepted.append((q, body.decode("utf-8", "replace"), dict(self.headers)))
+                    parent.accepted.append((q, body, dict(self.headers), url.path))
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -92,13 +95,15 @@ class BadServer:
         self.httpd.server_close()
 
     def stacks(self):
-        """Sum of accepted folded bodies: {stack: count}."""
+        """Sum of the accepted profiles: {stack: count}."""
         out = {}
         with self.lock:
-            for _, body, _ in self.accepted:
-                for line in body.splitlines():
-                    if not line or line.startswith("#"):
-                        continue
-                    stack, _, c = line.rpartition(" ")
-                    out[stack] = out.get(stack, 0) + int(c)
+            for q, body, _, path in self.accepted:
+                for k, v in request_stacks(path, q, body).items():
+                    out[k] = out.get(k, 0) + v
         return out
+
+    def labels(self, i):
+        """The series labels of accepted upload i, service_name included."""
+        q, body, _, path = self.accepted[i]
+        return request_labels(path, q, body)

@@ -16,8 +16,18 @@ pkg/validation/validate.go and limits.go). Answers carry the status codes Pyrosc
   name's suffix after its last '.' (cpu, wall, ...; an unknown one is 400), the rest is the
   service; label rules as above, and invalid UTF-8 in a stack, are 400.
 
+POST /push.v1.PusherService/Push (Connect unary, application/proto; pkg/distributor): each
+series' labels are validated as above (service_name required, __name__ the profile type), each
+raw profile (gzip or plain pprof) as on the pprof path; a break is 400 with Connect's
+{"code": "invalid_argument"}. POST /v1development/profiles (OTLP/HTTP, application/x-protobuf;
+pkg/ingester/otlp): the service is the resource's service.name, the labels its string
+attributes (names sanitized as above) plus __delta__, __otel__, __name__ and service_name;
+__name__ is process_cpu for a samples/count profile with a cpu/nanoseconds period (whose
+counts become CPU time), else the period type's name; a dictionary missing or an index out of
+its tables is 400; the profile time and strings are checked as on the pprof path.
+
 Accepted profiles are kept in .accepted as dicts: service, name (__name__), types (sample
-types), labels, samples (the sum of the first value), stacks ({"f1;f2": count})."""
+types), labels, samples (the sum of the first value, as counts), stacks ({"f1;f2": count})."""
 import gzip
 import http.server
 import json
@@ -206,6 +216,266 @@ def decode_pprof(raw):
     return p
 
 
+def pprof_stacks(p):
+    """{root-first stack: first value} of a decoded pprof."""
+    st = p["strings"]
+    stacks = {}
+    for locs, vals in p["sample"]:
+        frames = []
+        for lid in reversed(locs):  # root first
+            for fid, line in reversed(p["location"].get(lid, [])):
+                name, fname = p["function"].get(fid, (0, 0))
+                n = st[name].decode("utf-8", "replace")
+                if st[fname]:
+                    n += " (%s%s)" % (st[fname].decode("utf-8", "replace"), ":%d" % line if line else "")
+                frames.append(n)
+        key = ";".join(frames)
+        stacks[key] = stacks.get(key, 0) + (vals[0] if vals else 0)
+    return stacks
+
+
+def signed32(v):
+    """An int32 field read as a varint (negative ones take ten bytes)."""
+    v &= 0xFFFFFFFFFFFFFFFF
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def decode_push(body):
+    """PushRequest: [([(name, value)], [raw profile bytes])] per series."""
+    out = []
+    for f, w, v in fields(body):
+        if f != 1 or w != 2:
+            continue
+        labels, raws = [], []
+        for ff, ww, vv in fields(v):
+            if ff == 1 and ww == 2:
+                lp = dict((a, bytes(c)) for a, _, c in fields(vv))
+                labels.append((lp.get(1, b""), lp.get(2, b"")))
+            elif ff == 2 and ww == 2:
+                raws.append(bytes(dict((a, c) for a, _, c in fields(vv)).get(1, b"")))
+        out.append((labels, raws))
+    return out
+
+
+def any_value(b, strings):
+    """An AnyValue's string (string_value or string_value_strindex), else None."""
+    for f, w, v in fields(b):
+        if f == 1 and w == 2:
+            return bytes(v)
+        if f == 8 and w == 0:
+            i = signed32(v)
+            return strings[i] if 0 <= i < len(strings) else None
+    return None
+
+
+def decode_otlp(body):
+    """ExportProfilesServiceRequest: (dictionary, [(resource attrs, [(scope attrs, [profile])])])
+    with everything as plain Python values; index errors are left to the caller."""
+    d = {"mapping": [], "location": [], "function": [], "string": [], "attribute": [], "stack": []}
+    rps = []
+    raw_dict = None
+    for f, w, v in fields(body):
+        if f == 1 and w == 2:
+            rps.append(bytes(v))
+        elif f == 2 and w == 2:
+            raw_dict = bytes(v)
+    if raw_dict is None:
+        raise Reject(400, "missing profile metadata dictionary")
+    for f, w, v in fields(raw_dict):
+        if f == 5:
+            d["string"].append(bytes(v))
+    for f, w, v in fields(raw_dict):
+        if f == 1:
+            m = dict((a, c) for a, _, c in fields(v))
+            d["mapping"].append(signed32(m.get(4, 0)))
+        elif f == 2:
+            lines = []
+            for a, ww, c in fields(v):
+                if a == 3:
+                    ln = dict((x, y) for x, _, y in fields(c))
+                    lines.append((signed32(ln.get(1, 0)), ln.get(2, 0)))
+            loc = dict((a, c) for a, _, c in fields(v) if a in (1, 2))
+            d["location"].append((signed32(loc.get(1, 0)), loc.get(2, 0), lines))
+        elif f == 3:
+            fn = dict((a, c) for a, _, c in fields(v))
+            d["function"].append((signed32(fn.get(1, 0)), signed32(fn.get(3, 0))))
+        elif f == 6:
+            kv = dict((a, c) for a, _, c in fields(v))
+            d["attribute"].append((signed32(kv.get(1, 0)), any_value(kv.get(2, b""), d["string"])))
+        elif f == 7:
+            idx = []
+            for a, ww, c in fields(v):
+                if a == 1:
+                    idx += [signed32(x) for x in packed(ww, c)]
+            d["stack"].append(idx)
+
+    def attrs(b, field=1):
+        """The KeyValues of field `field` of message b (Resource: 1, InstrumentationScope: 3)."""
+        out = []
+        for f, w, v in fields(b):
+            if f == field and w == 2:  # KeyValue
+                kv = dict((a, c) for a, _, c in fields(v))
+                key = bytes(kv.get(1, b"")) or (d["string"][signed32(kv[3])] if 3 in kv else b"")
+                out.append((key, any_value(kv.get(2, b""), d["string"])))
+        return out
+
+    def vtype(b):
+        vt = dict((a, c) for a, _, c in fields(b))
+        return (d["string"][signed32(vt.get(1, 0))], d["string"][signed32(vt.get(2, 0))])
+
+    resources = []
+    for rp in rps:
+        res_attrs, scopes = [], []
+        for f, w, v in fields(rp):
+            if f == 1 and w == 2:
+                res_attrs = attrs(v)
+            elif f == 2 and w == 2:
+                scope_attrs, profiles = [], []
+                for ff, ww, vv in fields(v):
+                    if ff == 1 and ww == 2:
+                        scope_attrs = attrs(vv, 3)
+                    elif ff == 2 and ww == 2:
+                        pr = {"sample_type": None, "period_type": None, "period": 0, "time": 0,
+                              "duration": 0, "samples": []}
+                        for a, www, c in fields(vv):
+                            if a == 1:
+                                pr["sample_type"] = vtype(c)
+                            elif a == 5:
+                                pr["period_type"] = vtype(c)
+                            elif a == 6:
+                                pr["period"] = c
+                            elif a == 3:
+                                pr["time"] = int.from_bytes(c, "little")
+                            elif a == 4:
+                                pr["duration"] = c
+                            elif a == 2:
+                                sm = {"stack": 0, "attrs": [], "values": []}
+                                for x, xw, y in fields(c):
+                                    if x == 1:
+                                        sm["stack"] = signed32(y)
+                                    elif x == 2:
+                                        sm["attrs"] += [signed32(i) for i in packed(xw, y)]
+                                    elif x == 4:
+                                        sm["values"] += [signed32(i) for i in packed(xw, y)]
+                                pr["samples"].append(sm)
+                        profiles.append(pr)
+                scopes.append((scope_attrs, profiles))
+        resources.append((res_attrs, scopes))
+    return d, resources
+
+
+def otlp_name(pr):
+    """Pyroscope's __name__ of an OTLP profile, and whether its values are counts to be turned
+    into CPU time."""
+    st = pr["sample_type"] or (b"", b"")
+    pt = pr["period_type"] if pr["period"] and pr["period_type"] else (b"", b"")
+    if st == (b"samples", b"count") and pt == (b"cpu", b"nanoseconds"):
+        return "process_cpu", True
+    if st == (b"off_cpu", b"nanoseconds") and pt == (b"", b""):
+        return "off_cpu", False
+    return (pt[0].decode("utf-8", "replace") or "process_cpu"), False
+
+
+def otlp_profiles(body):
+    """Pyroscope's reading of an OTLP request: [record] as FakePyroscope keeps them (samples
+    as counts: values in nanoseconds with a period are divided by it)."""
+    d, resources = decode_otlp(body)
+    for s in d["string"]:
+        if not valid_utf8(s):
+            raise Reject(400, "string field contains invalid UTF-8")
+    out = []
+    for res_attrs, scopes in resources:
+        service = "unknown_service"
+        for k, v in res_attrs:
+            if k == b"service.name" and v:
+                service = v.decode()
+        for scope_attrs, profiles in scopes:
+            for pr in profiles:
+                name, to_cpu = otlp_name(pr)
+                st = pr["sample_type"] or (b"", b"")
+                in_ns = st[1] == b"nanoseconds" and pr["period"]
+                stacks, total = {}, 0
+                for sm in pr["samples"]:
+                    if not 0 <= sm["stack"] < len(d["stack"]):
+                        raise Reject(400, "invalid stack index: %d" % sm["stack"])
+                    frames = []
+                    for li in d["stack"][sm["stack"]]:  # leaf first
+                        if not 0 <= li < len(d["location"]):
+                            raise Reject(400, "could not access location at index %d" % li)
+                        for fi, line in reversed(d["location"][li][2]):
+                            if not 0 <= fi < len(d["function"]):
+                                raise Reject(400, "could not access function at index %d" % fi)
+                            n, fn = d["function"][fi]
+                            frame = d["string"][n].decode()
+                            if d["string"][fn]:
+                                frame += " (%s%s)" % (d["string"][fn].decode(), ":%d" % line if line else "")
+                            frames.append(frame)
+                    v = sm["values"][0] if sm["values"] else 0
+                    count = v // pr["period"] if in_ns else v
+                    key = ";".join(reversed(frames))
+                    stacks[key] = stacks.get(key, 0) + count
+                    total += count
+                pairs = [("__delta__", "false"), ("__otel__", "true"), ("__name__", name), ("service_name", service)]
+                seen = {"__name__", "service_name", "service.name"}
+                for k, v in list(res_attrs) + list(scope_attrs):
+                    k = k.decode("utf-8", "replace")
+                    if k in seen or not v:
+                        continue
+                    seen.add(k)
+                    pairs.append((k, v.decode("utf-8", "replace")))
+                ls = validate_labels(pairs, 400)
+                t = pr["time"] / 1e9 if pr["time"] else time.time()
+                now = time.time()
+                if not (now - REJECT_OLDER_S < t < now + REJECT_NEWER_S):
+                    raise Reject(400, "profile is outside of ingestion window")
+                out.append({"service": service, "name": name, "names": {st[0].decode(): name},
+                            "types": [st[0].decode()], "labels": ls, "samples": total, "stacks": stacks,
+                            "format": "otlp", "to_cpu": to_cpu})
+    return out
+
+
+def request_stacks(path, query, body):
+    """{stack: count} of one upload of any protocol (as the agent sends them)."""
+    if path == "/push.v1.PusherService/Push":
+        out = {}
+        for _, raws in decode_push(body):
+            for raw in raws:
+                raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+                for k, v in pprof_stacks(decode_pprof(raw)).items():
+                    out[k] = out.get(k, 0) + v
+        return out
+    if path == "/v1development/profiles":
+        out = {}
+        for rec in otlp_profiles(body):
+            for k, v in rec["stacks"].items():
+                out[k] = out.get(k, 0) + v
+        return out
+    if query.get("format") == "pprof":
+        raw = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
+        return pprof_stacks(decode_pprof(raw))
+    out = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        stack, _, c = line.rpartition(" ")
+        out[stack] = out.get(stack, 0) + int(c)
+    return out
+
+
+def request_labels(path, query, body):
+    """The series labels of one upload of any protocol: {name: value}, service_name included."""
+    if path == "/push.v1.PusherService/Push":
+        return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in decode_push(body)[0][0]}
+    if path == "/v1development/profiles":
+        ls = dict(otlp_profiles(body)[0]["labels"])
+        return ls
+    service, labels = parse_name(query.get("name", "").encode())
+    if query.get("format") != "pprof" and "." in service:
+        service = service.rsplit(".", 1)[0]  # the folded path's profile type suffix
+    labels.setdefault("service_name", service)
+    return labels
+
+
 class FakePyroscope:
     def __init__(self):
         self.accepted = []
@@ -227,12 +497,17 @@ class FakePyroscope:
                 with parent.lock:
                     parent.requests += 1
                 try:
-                    if url.path != "/ingest":
+                    if url.path == "/push.v1.PusherService/Push":
+                        recs = parent.push(self.headers.get("Content-Type", ""), body)
+                    elif url.path == "/v1development/profiles":
+                        recs = parent.otlp(self.headers.get("Content-Type", ""), body)
+                    elif url.path == "/ingest":
+                        q = dict(urllib.parse.parse_qsl(url.query, encoding="latin-1"))
+                        recs = [parent.ingest({k: v.encode("latin-1") for k, v in q.items()}, body)]
+                    else:
                         raise Reject(404, "404 page not found")
-                    q = dict(urllib.parse.parse_qsl(url.query, encoding="latin-1"))
-                    rec = parent.ingest({k: v.encode("latin-1") for k, v in q.items()}, body)
                     with parent.lock:
-                        parent.accepted.append(rec)
+                        parent.accepted += recs
                     self.send_response(200)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
@@ -268,6 +543,61 @@ class FakePyroscope:
         if q.get("format") == b"pprof":
             return self.ingest_pprof(service, labels, spy, q, body)
         return self.ingest_folded(service, labels, spy, body)
+
+    def push(self, content_type, body):
+        if content_type.split(";")[0].strip() not in ("application/proto", "application/json"):
+            raise Reject(415, "invalid content-type")
+        try:
+            series = decode_push(body)
+        except Reject:
+            raise Reject(400, "unmarshal: cannot parse invalid wire-format data")
+        recs = []
+        for labels, raws in series:
+            for k, v in labels:
+                if not valid_utf8(k) or not valid_utf8(v):
+                    raise Reject(400, "unmarshal: string field contains invalid UTF-8")
+            pairs = [(k.decode(), v.decode()) for k, v in labels]
+            ls = validate_labels(pairs, 400)
+            metric = ls.get("__name__")
+            if not metric:
+                raise Reject(400, "profile name (__name__) is required")
+            for raw in raws:
+                try:
+                    rec = self.check_pprof(raw, ls, 400)
+                except Reject as e:
+                    raise Reject(400, str(e))
+                rec.update({"service": ls["service_name"], "name": metric, "format": "push",
+                            "names": {t: metric for t in rec["types"]}})
+                recs.append(rec)
+        return recs
+
+    def otlp(self, content_type, body):
+        if content_type not in ("application/x-protobuf", "application/protobuf", "application/json"):
+            raise Reject(415, "Unsupported Content-Type: %s" % content_type)
+        return otlp_profiles(body)
+
+    def check_pprof(self, raw, ls, status):
+        """The pprof rules (size, samples, UTF-8, time window); the record's stacks and types."""
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        if len(raw) > MAX_PROFILE_BYTES:
+            raise Reject(status, "uncompressed profile payload size exceeds limit of 4.2 MB")
+        p = decode_pprof(raw)
+        st = p["strings"]
+        if not st or st[0] != b"":
+            raise Reject(status, "string 0 should be empty string")
+        for s_ in st:
+            if not valid_utf8(s_):
+                raise Reject(status, "invalid utf8 string hex: %s" % s_.hex())
+        if len(p["sample"]) > MAX_SAMPLES:
+            raise Reject(status, "exceeds the samples count limit (actual: %d, limit: %d)" % (len(p["sample"]), MAX_SAMPLES))
+        t = p["time_nanos"] / 1e9 if p["time_nanos"] else time.time()
+        now = time.time()
+        if not (now - REJECT_OLDER_S < t < now + REJECT_NEWER_S):
+            raise Reject(status, "profile is outside of ingestion window")
+        stacks = pprof_stacks(p)
+        return {"types": [st[t_].decode() for t_, _ in p["sample_type"]], "labels": ls,
+                "samples": sum(stacks.values()), "stacks": stacks}
 
     def series_labels(self, metric, spy, service, labels, status, folded):
         pairs = [("__name__", metric), ("__delta__", "false"), ("pyroscope_spy", spy)]

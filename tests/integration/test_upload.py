@@ -1,11 +1,18 @@
 """Integration tests of continuous uploads: the agent against a real pyagent-collector and
 against a misbehaving server (badserver.py). No sample may be lost or doubled; the program
-must not notice; its exit is bounded.
+must not notice; its exit is bounded. Every case runs in each protocol (PYAGENT_PROTOCOL:
+push, ingest, otlp): spool, retry, ordering and the exit deadline are the same for all three.
 
-    python3 test_upload.py --python PY --lib libpyagent.so --collector pyagent-collector CASE
+Uploads name Python frames module.qualname (uploader/modname.h) where the local file has the
+bare qualname: stacks are compared with the module part taken off (unqualified), and
+module_names checks the names themselves.
+
+    python3 test_upload.py --python PY --lib libpyagent.so --collector pyagent-collector \
+        [--protocol push|ingest|otlp] CASE
     python3 test_upload.py --list"""
 import argparse
 import gzip
+import json
 import os
 import re
 import shutil
@@ -17,11 +24,12 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badserver import BadServer  # noqa: E402
-from pyroscope import FakePyroscope  # noqa: E402
+from pyroscope import FakePyroscope, decode_push, request_stacks  # noqa: E402
 from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,7 +95,38 @@ def local_stacks(path):
     return out
 
 
+FRAME_RE = re.compile(r"^(.*) \((.*)\)$")
+
+
+def unqualified(got, want):
+    """got with each module-qualified frame ("mod.sub.func (file:line)") named as in want
+    ("func (file:line)"): the longest dotted prefix whose removal gives a frame of want goes."""
+    frames = {f for k in want for f in k.split(";")}
+    memo = {}
+
+    def one(f):
+        if f in frames:
+            return f
+        if f not in memo:
+            memo[f] = f
+            m = FRAME_RE.match(f)
+            if m:
+                parts = m.group(1).split(".")
+                for i in range(1, len(parts)):
+                    cand = "%s (%s)" % (".".join(parts[i:]), m.group(2))
+                    if cand in frames:
+                        memo[f] = cand
+                        break
+        return memo[f]
+    out = {}
+    for k, v in got.items():
+        key = ";".join(one(f) for f in k.split(";"))
+        out[key] = out.get(key, 0) + v
+    return out
+
+
 def same_stacks(got, want, what):
+    got = unqualified(got, want)
     if got == want:
         return
     missing = {k: v - got.get(k, 0) for k, v in want.items() if got.get(k, 0) != v}
@@ -98,13 +137,17 @@ def same_stacks(got, want, what):
 
 
 class UploadCtx(Context):
-    def __init__(self, python, lib, launcher, collector):
+    def __init__(self, python, lib, launcher, collector, protocol):
         super().__init__(python, lib, launcher)
         self.collector_exe = collector
+        self.protocol = protocol
 
     def agent(self, server, app, spool=None, fmt="pprof", extra=None):
+        """The agent's environment. fmt is PYAGENT_UPLOAD_FORMAT, which only /ingest reads
+        (push and otlp send pprof whatever it says)."""
         env = {"PYAGENT_SERVER": server, "PYAGENT_APP_NAME": app, "PYAGENT_UPLOAD_INTERVAL": "1",
                "PYAGENT_OUTPUT": "local.folded", "PYAGENT_UPLOAD_FORMAT": fmt,
+               "PYAGENT_PROTOCOL": self.protocol,
                "PYAGENT_SPOOL_DIR": spool or os.path.join(self.tmp, "spool-" + app)}
         env.update(extra or {})
         return env
@@ -130,6 +173,40 @@ def test_totals_at_the_collector(ctx):
         rc, out, err = finish(p)
         check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
         same_stacks(col.stacks("totals.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+    finally:
+        col.stop()
+
+
+def test_querier_cpu_and_wall(ctx):
+    """A profile uploaded in cpu and in wall mode appears in our collector's querier API
+    (Grafana's querier.v1.QuerierService, JSON codec) under service APP with the types
+    process_cpu and wall, each holding every sample of its local file."""
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    try:
+        local = {}
+        for mode in ("cpu", "wall"):
+            d = ctx.workdir()
+            env = ctx.agent("http://127.0.0.1:%d" % col.port, "queried", extra={"PYAGENT_MODE": mode})
+            rc, out, err = finish(ctx.start(["steady.py", "2"], env, d))
+            check(rc == 0, "program failed: %s" % err[-2000:])
+            local[mode] = sum(local_stacks(os.path.join(d, "local.folded")).values())
+
+        def call(method, body):
+            rq = urllib.request.Request("http://127.0.0.1:%d/querier.v1.QuerierService/%s" % (col.port, method),
+                                        data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            return json.loads(urllib.request.urlopen(rq, timeout=60).read())
+        ids = {t["ID"] for t in call("ProfileTypes", {})["profileTypes"]}
+        for want in ("process_cpu:cpu:nanoseconds:cpu:nanoseconds", "process_cpu:samples:count:cpu:nanoseconds",
+                     "wall:wall:nanoseconds:wall:nanoseconds", "wall:samples:count:wall:nanoseconds"):
+            check(want in ids, "no profile type %s: %s" % (want, sorted(ids)))
+        check(call("LabelValues", {"name": "service_name"})["names"] == ["queried"], "services")
+        for mode, name in (("cpu", "process_cpu"), ("wall", "wall")):
+            fg = call("SelectMergeStacktraces", {"profileTypeID": "%s:samples:count:%s:nanoseconds" % (name, mode),
+                                                 "labelSelector": '{service_name="queried"}', "start": "1",
+                                                 "end": str(int(time.time() * 1000) + 60000)})["flamegraph"]
+            check(int(fg["total"]) == local[mode], "%s: the querier holds %s samples, the local file %d"
+                  % (mode, fg["total"], local[mode]))
     finally:
         col.stop()
 
@@ -195,35 +272,20 @@ def run_against(ctx, mode, seconds="5", fmt="folded", extra=None):
         srv.stop()
 
 
-def spooled_stacks(spool):
-    """The folded stacks waiting in a spool directory (not rejected/): what the exit could not
-    deliver within its deadline, which the next process sends."""
-    out = {}
-    if not os.path.isdir(spool):
-        return out
-    for name in sorted(os.listdir(spool)):
-        if not name.endswith(".spool"):
-            continue
-        with open(os.path.join(spool, name), "rb") as f:
-            head = f.readline()
-            check(head.startswith(b"pyagent-spool 1 ") and b"format=folded" in head,
-                  "%s is not a folded spool file: %r" % (name, head[:80]))
-            for stack, c in folded_stacks(f.read().decode()).items():
-                out[stack] = out.get(stack, 0) + c
-    return out
-
-
 def test_flapping_server(ctx):
-    """A server that fails two requests in three at random: every sample reaches it or stays in
-    the spool for the next process (the exit may run out of its deadline while the server
-    keeps failing), and none is sent twice."""
+    """A server that answers at random 200, 503 or a reset: every sample is at the server or,
+    when the exit's deadline came before a success, still in the spool for the next process
+    (how many requests the exit gets in depends on the machine's load: not a loss)."""
     srv, cwd, rc, out, err, _ = run_against(ctx, "flap:7", seconds="8")
     check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
     check(srv.requests > len(srv.accepted), "the server never failed a request")
-    delivered = srv.stacks()
-    for stack, c in spooled_stacks(os.path.join(ctx.tmp, "spool-bad")).items():
-        delivered[stack] = delivered.get(stack, 0) + c
-    same_stacks(delivered, local_stacks(os.path.join(cwd, "local.folded")), "flapping server (sent + spooled)")
+    got = srv.stacks()
+    spool = os.path.join(ctx.tmp, "spool-bad")
+    for name in sorted(os.listdir(spool)):
+        if name.endswith(".spool"):
+            for k, v in spool_stacks(os.path.join(spool, name)).items():
+                got[k] = got.get(k, 0) + v
+    same_stacks(got, local_stacks(os.path.join(cwd, "local.folded")), "flapping server and the spool")
 
 
 def test_server_answering_5xx_then_ok(ctx):
@@ -287,14 +349,27 @@ def test_rejected_uploads_are_kept(ctx):
     check(len(kept) == srv.requests, "%d uploads rejected, %d kept in %s: %r" % (srv.requests, len(kept), rejected, kept))
     total = 0
     for name in kept:
-        with open(os.path.join(rejected, name), "rb") as f:
-            head, _, body = f.read().partition(b"\n")
-        check(head.startswith(b"pyagent-spool 1 name="), "%s is not a spool file: %r" % (name, head[:80]))
-        total += sum(folded_stacks(body.decode()).values())
+        total += sum(spool_stacks(os.path.join(rejected, name)).values())
     local = sum(local_stacks(os.path.join(cwd, "local.folded")).values())
     check(total == local, "rejected/ holds %d samples, the local file %d" % (total, local))
     check(err.count("rejected a profile (HTTP 413: go away)") == 1, "the reason is not logged once: %r" % err)
     check("%d profile(s) rejected" % srv.requests in err, "no count of rejected profiles: %r" % err)
+
+
+def spool_stacks(path):
+    """{stack: count} of a spool file: "pyagent-spool 1 QUERY" (/ingest) or "pyagent-spool 2
+    PATH TYPE" (Push, OTLP), then the body."""
+    with open(path, "rb") as f:
+        head, _, body = f.read().partition(b"\n")
+    parts = head.decode().split(" ")
+    check(head.startswith(b"pyagent-spool ") and len(parts) >= 3, "%s is not a spool file: %r" % (path, head[:80]))
+    if parts[1] == "1":
+        check(parts[2].startswith("name="), "%s: not an ingest query: %r" % (path, head[:80]))
+        q = dict(urllib.parse.parse_qsl(parts[2]))
+        return request_stacks("/ingest", q, body)
+    check(parts[1] == "2" and parts[2] in ("/push.v1.PusherService/Push", "/v1development/profiles"),
+          "%s: unknown target %r" % (path, head[:80]))
+    return request_stacks(parts[2], {}, body)
 
 
 def pyroscope_run(ctx, app, seconds="3", fmt="pprof", extra=None, program="steady.py", server=None):
@@ -366,7 +441,8 @@ def test_pyroscope_hostile_tags(ctx):
             check(ls.get("my_tag") == "dotted", "%s: my.tag: %r" % (fmt, ls))
             check(ls.get("bad") == "\ufffd\ufffdok", "%s: invalid UTF-8 not replaced: %r" % (fmt, ls.get("bad")))
             check(len(ls.get("long", "").encode()) == 2048, "%s: long value: %d bytes" % (fmt, len(ls.get("long", "").encode())))
-            check(ls.get("pyroscope_spy") == "pyagent", "%s: pyroscope_spy %r" % (fmt, ls.get("pyroscope_spy")))
+            if ctx.protocol != "otlp":  # OTLP has no pyroscope_spy (Pyroscope adds __otel__)
+                check(ls.get("pyroscope_spy") == "pyagent", "%s: pyroscope_spy %r" % (fmt, ls.get("pyroscope_spy")))
             check(len(ls) <= 30, "%s: %d labels" % (fmt, len(ls)))
     for what in ('"pid"', '"env=b"', '"9lives=x"', '"my.tag"', '"__secret=x"', '"pyroscope_spy=x"', '"bad"',
                  '"long"', '"t39=39"'):
@@ -382,7 +458,10 @@ def test_pyroscope_hostile_tags(ctx):
         check(rc == 0, err)
         check("rejected" not in err and not os.path.exists(os.path.join(spool, "rejected")),
               "the collector refused an upload: %s" % err[-2000:])
-        same_stacks(col.stacks("hostile.cpu"), local_stacks(os.path.join(cwd, "local.folded")), "collector")
+        # Push and OTLP name the service by the service_name tag, as Pyroscope does; our
+        # /ingest keeps the name's application and service_name as a label.
+        app = "hostile.cpu" if ctx.protocol == "ingest" else "shop.cpu"
+        same_stacks(col.stacks(app), local_stacks(os.path.join(cwd, "local.folded")), "collector")
     finally:
         col.stop()
 
@@ -420,6 +499,62 @@ def test_pyroscope_profile_over_its_limits_is_split(ctx):
     check(len(srv.accepted) >= 2 and all(len(r["stacks"]) <= 16000 for r in srv.accepted),
           "%d stacks sent as %s" % (len(local), [len(r["stacks"]) for r in srv.accepted]))
     check("sent in parts" in err, "the split is not said: %s" % err[-2000:])
+
+
+MODULES = r"""
+import json
+from pkg.sub import mod
+def main_work():
+    n = 0
+    while n < 400:
+        mod.work(); json.dumps({"k": list(range(200))}); n += 1
+main_work()
+"""
+
+PKG_MOD = "def work():\n    return sum(i * i for i in range(20000))\n"
+
+
+def test_module_names(ctx):
+    """Uploads name Python frames module.qualname (pkg/sub/mod.py's work is pkg.sub.mod.work,
+    json's encoder json.encoder.JSONEncoder.encode, the script's main by its file name), with the
+    file and line kept apart (pprof's Function.filename and Line.line, OTLP's alike): Pyroscope
+    reads "pkg.sub.mod.work" with file .../pkg/sub/mod.py and line 2; the local file keeps the
+    bare qualname. The package is found through PYTHONPATH, a sys.path entry the agent can
+    know (one a program adds at run time it cannot: docs/continuous.md)."""
+    cwd = ctx.workdir()
+    lib = os.path.join(cwd, "lib")
+    os.makedirs(os.path.join(lib, "pkg", "sub"))
+    for d in ("pkg", os.path.join("pkg", "sub")):
+        open(os.path.join(lib, d, "__init__.py"), "w").close()
+    with open(os.path.join(lib, "pkg", "sub", "mod.py"), "w") as f:
+        f.write(PKG_MOD)
+    script = os.path.join(cwd, "modmain.py")
+    with open(script, "w") as f:
+        f.write(MODULES)
+    srv = FakePyroscope()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_")}
+        env.update(ctx.agent(srv.url(), "mods"), LD_PRELOAD=ctx.lib, PYAGENT_RATE="250", PYTHONPATH=lib)
+        r = subprocess.run([ctx.python, script], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, "program failed: %s" % r.stderr[-2000:])
+    finally:
+        srv.stop()
+    accepted_only(srv, r.stderr)
+    frames = {f for rec in srv.accepted for k in rec["stacks"] for f in k.split(";")}
+    mod_py = os.path.realpath(os.path.join(lib, "pkg", "sub", "mod.py"))
+    check(any(re.match(r"^pkg\.sub\.mod\.work \(%s:2\)$" % re.escape(mod_py), f) for f in frames),
+          "no pkg.sub.mod.work (%s:2) frame: %s" % (mod_py, sorted(frames)[:20]))
+    check(any(re.match(r"^modmain\.main_work \(.*modmain\.py:\d+\)$", f) for f in frames),
+          "the script's function is not modmain.main_work: %s" % sorted(frames)[:20])
+    check(any(re.match(r"^json(\.encoder)?\.[A-Za-z_.<>]+ \(.*/json/(encoder|__init__)\.py:\d+\)$", f) for f in frames),
+          "no module-qualified json frame: %s" % sorted(f for f in frames if "json" in f)[:10])
+    local = local_stacks(os.path.join(cwd, "local.folded"))
+    check(any(re.match(r"^work \(", f) for k in local for f in k.split(";")), "the local file lost the bare qualname")
+    got = {}
+    for rec in srv.accepted:
+        for k, v in rec["stacks"].items():
+            got[k] = got.get(k, 0) + v
+    same_stacks(got, local, "module-qualified uploads")
 
 
 def valid_utf8(b):
@@ -475,24 +610,50 @@ def test_spool_is_bounded(ctx):
     check("oldest profile(s)" in err, "no warning about dropped profiles: %r" % err)
 
 
+PROTO = os.path.join(ROOT, "proto")
+
+
+def protoc_decode(message, proto, data):
+    dec = subprocess.run(["protoc", "--decode=" + message, "-I", PROTO, os.path.join(PROTO, proto)],
+                         input=data, capture_output=True)
+    check(dec.returncode == 0, "protoc cannot decode our %s: %s" % (message, dec.stderr.decode()))
+    return dec.stdout.decode()
+
+
+def pprof_total(raw):
+    """The sample count of a gzip'd pprof, read by protoc against proto/google/v1/profile.proto."""
+    check(raw[:2] == b"\x1f\x8b", "pprof upload is not gzip-compressed")
+    text = protoc_decode("google.v1.Profile", "google/v1/profile.proto", gzip.decompress(raw))
+    check(re.search(r'^string_table: ""$', text, re.M), "the string table does not start with \"\"")
+    types = len(re.findall(r"^sample_type \{", text, re.M))
+    check(types >= 1, "no sample_type")
+    values = [int(v) for v in re.findall(r"^\s*value: (-?\d+)", text, re.M)]
+    return sum(values[0::types])  # the first sample type is the count
+
+
 def test_pprof_decodes_with_protoc(ctx):
-    """Our pprof uploads decode with protoc against profile.proto's field numbers, and their
-    sample counts add up to the local file's."""
+    """Our uploads decode with protoc against our .proto files (written from pprof's,
+    Pyroscope's and OpenTelemetry's field numbers), and their sample counts add up to the
+    local file's: pprof bodies (/ingest), PushRequests and their pprof profiles, OTLP
+    ExportProfilesServiceRequests (cpu mode: each value is a count)."""
     bodies, local_total = capture_raw_bodies(ctx)
-    proto = os.path.join(ROOT, "tests", "data", "profile.proto")
     total = 0
-    for body in bodies:
-        check(body[:2] == b"\x1f\x8b", "pprof upload is not gzip-compressed")
-        dec = subprocess.run(["protoc", "--decode=perftools.profiles.Profile", "-I", os.path.dirname(proto), proto],
-                             input=gzip.decompress(body), capture_output=True)
-        check(dec.returncode == 0, "protoc cannot decode our pprof: %s" % dec.stderr.decode())
-        text = dec.stdout.decode()
-        check(re.search(r'^string_table: ""$', text, re.M), "the string table does not start with \"\"")
-        types = len(re.findall(r"^sample_type \{", text, re.M))
-        check(types >= 1, "no sample_type")
-        values = [int(v) for v in re.findall(r"^\s*value: (-?\d+)", text, re.M)]
-        total += sum(values[0::types])  # the first sample type is the count
-    check(total == local_total, "pprof uploads hold %d samples, the local file %d" % (total, local_total))
+    for path, body in bodies:
+        if path == "/ingest":
+            total += pprof_total(body)
+        elif path == "/push.v1.PusherService/Push":
+            text = protoc_decode("push.v1.PushRequest", "push/v1/push.proto", body)
+            check('name: "__name__"' in text and 'value: "process_cpu"' in text, "no __name__ process_cpu")
+            check('name: "service_name"' in text and 'value: "raw"' in text, "no service_name raw")
+            for _, raws in decode_push(body):
+                total += sum(pprof_total(r) for r in raws)
+        else:
+            check(path == "/v1development/profiles", "upload to %s" % path)
+            text = protoc_decode("opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest",
+                                 "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto", body)
+            check('key: "service.name"' in text and 'string_value: "raw"' in text, "no service.name raw")
+            total += sum(int(v) for v in re.findall(r"^\s*values: (-?\d+)", text, re.M))
+    check(total == local_total, "uploads hold %d samples, the local file %d" % (total, local_total))
 
 
 def capture_raw_bodies(ctx):
@@ -505,7 +666,7 @@ def capture_raw_bodies(ctx):
             pass
 
         def do_POST(self):
-            bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append((urllib.parse.urlparse(self.path).path, self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -531,17 +692,23 @@ def test_labels_auth_and_tenant(ctx):
     srv, cwd, rc, out, err, _ = run_against(ctx, "ok", seconds="2", extra=extra)
     check(rc == 0, err)
     check(srv.accepted, "nothing uploaded")
-    q, _, headers = srv.accepted[0]
-    m = re.match(r"^bad\.cpu\{(.*)\}$", q["name"])
-    check(m, "name %r" % q["name"])
-    labels = dict(kv.split("=", 1) for kv in m.group(1).split(","))
+    q, _, headers, path = srv.accepted[0]
+    labels = srv.labels(0)
+    check(labels.get("service_name") == "bad", "service %r" % labels)
     check(labels.get("env") == "prod" and labels.get("region") == "eu-1", "labels %r" % labels)
     check("hostname" in labels and labels.get("pid", "").isdigit(), "hostname/pid labels missing: %r" % labels)
-    check("bad key" not in q["name"], "an invalid label was sent")
+    check(not any(" " in k for k in labels), "an invalid label was sent")
     check("\"bad key=1\"" in err, "no warning for the invalid label: %r" % err)
     check(headers.get("Authorization") == "Bearer s3cret", "auth header: %r" % headers)
     check(headers.get("X-Scope-OrgID") == "team-a", "tenant header: %r" % headers)
-    check(int(q["from"]) < int(q["until"]) and q["sampleRate"] == "250", "query %r" % q)
+    if path == "/ingest":
+        check(re.match(r"^bad\.cpu\{", q["name"]), "name %r" % q["name"])
+        check(int(q["from"]) < int(q["until"]) and q["sampleRate"] == "250", "query %r" % q)
+    elif path == "/push.v1.PusherService/Push":
+        check(headers.get("Content-Type") == "application/proto" and headers.get("Connect-Protocol-Version") == "1",
+              "not a Connect unary call: %r" % headers)
+    else:
+        check(headers.get("Content-Type") == "application/x-protobuf", "OTLP content type: %r" % headers)
 
 
 def test_tls_verified_by_default(ctx):
@@ -592,7 +759,7 @@ def test_forked_children_upload_their_own(ctx):
             if m and int(Profile(os.path.join(cwd, name)).meta.get("samples", 0)) > 0:
                 sampled.add(int(m.group(1)))
         check(sampled <= pids and len(sampled) >= len(pids) - 20, "sampled %s of %s" % (sorted(sampled), sorted(pids)))
-        sent = {int(re.search(r"pid=(\d+)", q["name"]).group(1)) for q, _, _ in srv.accepted}
+        sent = {int(srv.labels(i)["pid"]) for i in range(len(srv.accepted))}
         check(sent == sampled, "uploads from pids %s, sampled Python processes %s" % (sorted(sent), sorted(sampled)))
     finally:
         srv.stop()
@@ -647,18 +814,19 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--launcher", default="")
     ap.add_argument("--collector")
+    ap.add_argument("--protocol", default="push", choices=("push", "ingest", "otlp"))
     ap.add_argument("--list", action="store_true")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
     if a.list:
         print("\n".join(CASES))
         return 0
-    ctx = UploadCtx(a.python, os.path.abspath(a.lib), a.launcher, os.path.abspath(a.collector))
+    ctx = UploadCtx(a.python, os.path.abspath(a.lib), a.launcher, os.path.abspath(a.collector), a.protocol)
     t0 = time.time()
     try:
         CASES[a.case](ctx)
     except Failure as e:
-        print("FAIL %s: %s" % (a.case, e))
+        print("FAIL %s (%s): %s" % (a.case, a.protocol, e))
         return 1
     except Exception:
         traceback.print_exc()
@@ -666,7 +834,7 @@ def main():
         return 1
     finally:
         shutil.rmtree(ctx.tmp, ignore_errors=True)
-    print("PASS %s (%.1fs)" % (a.case, time.time() - t0))
+    print("PASS %s (%s, %.1fs)" % (a.case, a.protocol, time.time() - t0))
     return 0
 
 

@@ -1,0 +1,324 @@
+/* push.c: Grafana Pyroscope's Push API (see push.h). A request is decoded and every profile
+ * in it checked before the first is stored: a client told 400 resends nothing of it, and one
+ * told 200 has every profile stored (each committed as /ingest commits its uploads). */
+#include "push.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "connect.h"
+#include "name.h"
+#include "push/v1/push.pb-c.h"
+
+static int fail(char *msg, size_t msglen, int status, const char *what) {
+    snprintf(msg, msglen, "%s", what);
+    return status;
+}
+
+ProtobufCMessage *pa_coll_proto_decode(const struct pa_coll_proto_request *rq,
+                                       const ProtobufCMessageDescriptor *d, int codec, int *status,
+                                       char *msg, size_t msglen) {
+    const uint8_t *body = rq->body;
+    size_t len = rq->body_len;
+    uint8_t *owned = NULL;
+    struct pa_coll_share share = {rq->budget, 0};
+    const char *ce = rq->content_encoding;
+    *status = 0;
+    if (ce && *ce && strcasecmp(ce, "identity") != 0) {
+        if (strcasecmp(ce, "gzip") != 0)
+            *status = fail(msg, msglen, 415, "Content-Encoding: only gzip or none are supported");
+        else
+            *status = pa_coll_gunzip(rq->body, rq->body_len, rq->max_decompressed, &share, &owned,
+                                     &len, msg, msglen);
+        body = owned;
+    }
+    ProtobufCMessage *m = NULL;
+    if (*status == 0 &&
+        !(m = pa_coll_connect_decode(d, (enum pa_coll_codec)codec, body, len, msg, msglen)))
+        *status = 400;
+    free(owned);
+    pa_coll_share_release(&share);
+    return m;
+}
+
+/* ---- labels ----------------------------------------------------------------------------- */
+
+/* Pyroscope's legacy label-name check, with '.' read as '_' (SanitizeLegacyLabelName). */
+static int sanitize_name(const char *in, char *out, size_t outlen) {
+    size_t n = strlen(in);
+    if (n == 0 || n >= outlen)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char c = in[i] == '.' ? '_' : in[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                 (i > 0 && c >= '0' && c <= '9');
+        if (!ok)
+            return -1;
+        out[i] = c;
+    }
+    out[n] = 0;
+    return 0;
+}
+
+static int cmp_pair(const void *a, const void *b) {
+    return strcmp(((const struct pa_coll_pair *)a)->name, ((const struct pa_coll_pair *)b)->name);
+}
+
+int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
+                      const struct pa_coll_pair *labels, size_t n, char *msg, size_t msglen) {
+    if (n > PA_COLL_MAX_LABELS) {
+        snprintf(msg, msglen, "profile series has %zu label names; limit %d", n,
+                 PA_COLL_MAX_LABELS);
+        return 400;
+    }
+    if (!service || !*service)
+        return fail(msg, msglen, 400, "invalid labels: service name is not provided");
+    struct pa_coll_pair kept[PA_COLL_MAX_LABELS];
+    char names[PA_COLL_MAX_LABELS][PA_COLL_MAX_KEY_LEN + 1];
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strlen(labels[i].name) > PA_COLL_MAX_KEY_LEN) {
+            snprintf(msg, msglen, "label name too long: '%.64s...'", labels[i].name);
+            return 400;
+        }
+        if (strlen(labels[i].value) > PA_COLL_MAX_VALUE_LEN) {
+            snprintf(msg, msglen, "label value too long: the value of '%.64s'", labels[i].name);
+            return 400;
+        }
+        if (sanitize_name(labels[i].name, names[nk], sizeof names[nk]) != 0) {
+            snprintf(msg, msglen, "invalid label name '%.64s'", labels[i].name);
+            return 400;
+        }
+        for (size_t k = 0; k < nk; k++)
+            if (strcmp(names[k], names[nk]) == 0) {
+                snprintf(msg, msglen, "duplicate label name: '%.64s'", names[nk]);
+                return 400;
+            }
+        if (strncmp(names[nk], "__", 2) == 0 || strcmp(names[nk], "service_name") == 0 ||
+            strcmp(names[nk], "pyroscope_spy") == 0) {
+            nk++; /* counted for duplicates, but Pyroscope's own: not a label of the series */
+            continue;
+        }
+        for (const unsigned char *v = (const unsigned char *)labels[i].value; *v; v++)
+            if (*v < 0x20 || *v == 0x7f || strchr(",{}=\"", *v)) {
+                snprintf(msg, msglen,
+                         "the value of label '%.64s' holds one of , { } = \" or a control "
+                         "character, which pyagent-collector's series names cannot hold",
+                         names[nk]);
+                return 400;
+            }
+        kept[nk] = (struct pa_coll_pair){names[nk], labels[i].value};
+        nk++;
+    }
+    /* Only the kept ones (not "__" names) go into the name, sorted. */
+    struct pa_coll_pair sorted[PA_COLL_MAX_LABELS];
+    size_t ns = 0;
+    for (size_t k = 0; k < nk; k++)
+        if (strncmp(names[k], "__", 2) != 0 && strcmp(names[k], "service_name") != 0 &&
+            strcmp(names[k], "pyroscope_spy") != 0)
+            sorted[ns++] = kept[k];
+    qsort(sorted, ns, sizeof *sorted, cmp_pair);
+    /* Our series names keep [A-Za-z0-9_./-]: a service named otherwise (OpenTelemetry's
+     * "unknown_service:node") is stored with '_' for the others. */
+    size_t start = out->len;
+    for (const char *s = service; *s; s++) {
+        char c = *s;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '.' || c == '/' || c == '-';
+        pa_buf_append(out, ok ? &c : "_", 1);
+    }
+    if (out->len - start > PA_COLL_MAX_APP_LEN - 16)
+        return fail(msg, msglen, 400, "the service name is too long");
+    if (type && *type)
+        pa_buf_printf(out, ".%s", strcmp(type, "process_cpu") == 0 ? "cpu" : type);
+    pa_buf_puts(out, "{");
+    for (size_t i = 0; i < ns; i++)
+        pa_buf_printf(out, "%s%s=%s", i ? "," : "", sorted[i].name, sorted[i].value);
+    pa_buf_puts(out, "}");
+    return 0;
+}
+
+/* ---- the batch -------------------------------------------------------------------------- */
+
+/* The top-level time_nanos (9), duration_nanos (10) and period (12) of a plain pprof, read
+ * without decoding the rest; a malformed profile is left for the full decoder to refuse. */
+static void pprof_times(const uint8_t *p, size_t n, uint64_t *time_ns, uint64_t *dur_ns,
+                        uint64_t *period) {
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag = 0, v = 0;
+        for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
+            tag |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80))
+                break;
+        }
+        unsigned wire = (unsigned)(tag & 7);
+        if (wire == 0) {
+            for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80))
+                    break;
+            }
+            if ((tag >> 3) == 9)
+                *time_ns = v;
+            else if ((tag >> 3) == 10)
+                *dur_ns = v;
+            else if ((tag >> 3) == 12)
+                *period = v;
+        } else if (wire == 2) {
+            for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80))
+                    break;
+            }
+            if (v > n - i)
+                return;
+            i += (size_t)v;
+        } else if (wire == 1 || wire == 5) {
+            i += wire == 1 ? 8 : 4;
+        } else {
+            return;
+        }
+    }
+}
+
+int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
+                      int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
+                      const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 8;
+        struct pa_coll_ingest_result *v = realloc(b->v, cap * sizeof *v);
+        if (v)
+            b->v = v;
+        char **spies = v ? realloc(b->spy, cap * sizeof *spies) : NULL;
+        if (!spies)
+            return fail(msg, msglen, 503, "out of memory; retry later");
+        b->spy = spies;
+        b->cap = cap;
+    }
+    char f[32], u[32], r[32];
+    snprintf(f, sizeof f, "%lld", (long long)from);
+    snprintf(u, sizeof u, "%lld", (long long)until);
+    snprintf(r, sizeof r, "%lld", (long long)rate);
+    struct pa_coll_ingest_request in = {
+        .name = name,
+        .from = f,
+        .until = u,
+        .sample_rate = rate > 0 ? r : NULL,
+        .format = "pprof",
+        .body = pprof,
+        .body_len = len,
+        .max_decompressed = rq->max_decompressed,
+        .budget = rq->budget,
+        .now = rq->now,
+    };
+    struct pa_coll_ingest_result *res = &b->v[b->n];
+    int rc = pa_coll_ingest_decode(&in, res, msg, msglen);
+    if (rc) {
+        pa_coll_ingest_result_free(res);
+        return rc;
+    }
+    if (!(b->spy[b->n] = strdup(spy))) {
+        pa_coll_ingest_result_free(res);
+        return fail(msg, msglen, 503, "out of memory; retry later");
+    }
+    b->n++;
+    return 0;
+}
+
+int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status, char *msg,
+                         size_t msglen) {
+    for (size_t i = 0; status == 0 && i < b->n; i++) {
+        struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], b->spy[i]);
+        status = pa_coll_store_insert(st, &u, msg, msglen);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        pa_coll_ingest_result_free(&b->v[i]);
+        free(b->spy[i]);
+    }
+    free(b->v);
+    free(b->spy);
+    memset(b, 0, sizeof *b);
+    return status;
+}
+
+/* ---- Push ------------------------------------------------------------------------------- */
+
+/* One series' profiles into the batch. */
+static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries *s,
+                      const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
+    struct pa_coll_pair ls[PA_COLL_MAX_LABELS + 1];
+    const char *service = NULL, *type = NULL, *spy = NULL;
+    if (s->n_labels > PA_COLL_MAX_LABELS) {
+        snprintf(msg, msglen, "profile series has %zu label names; limit %d", s->n_labels,
+                 PA_COLL_MAX_LABELS);
+        return 400;
+    }
+    for (size_t i = 0; i < s->n_labels; i++) {
+        ls[i] = (struct pa_coll_pair){s->labels[i]->name, s->labels[i]->value};
+        if (strcmp(ls[i].name, "service_name") == 0)
+            service = ls[i].value;
+        else if (strcmp(ls[i].name, "__name__") == 0)
+            type = ls[i].value;
+        else if (strcmp(ls[i].name, "pyroscope_spy") == 0)
+            spy = ls[i].value; /* the client, as /ingest's spyName: not a label of the series */
+    }
+    pa_buf name = {0};
+    int rc = pa_coll_push_name(&name, service, type, ls, s->n_labels, msg, msglen);
+    for (size_t k = 0; rc == 0 && k < s->n_samples; k++) {
+        const ProtobufCBinaryData *raw = &s->samples[k]->raw_profile;
+        struct pa_coll_share share = {rq->budget, 0};
+        uint8_t *plain = NULL;
+        const uint8_t *data = raw->data ? raw->data : (const uint8_t *)"";
+        size_t len = raw->len;
+        if (pa_coll_is_gzip(data, len)) {
+            rc = pa_coll_gunzip(data, len, rq->max_decompressed, &share, &plain, &len, msg, msglen);
+            data = plain;
+        }
+        uint64_t t = 0, dur = 0, period = 0;
+        if (rc == 0) {
+            pprof_times(data, len, &t, &dur, &period);
+            /* Like Pyroscope, a profile without a time is taken as of now. */
+            int64_t from = t ? (int64_t)(t / 1000000000u) : rq->now;
+            int64_t until = from + (dur >= 1000000000u ? (int64_t)(dur / 1000000000u) : 1);
+            int64_t rate =
+                period > 0 && period <= 1000000000u ? (int64_t)(1000000000u / period) : 0;
+            rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", from, until, rate, data, len,
+                                   rq, msg, msglen);
+        }
+        free(plain);
+        pa_coll_share_release(&share);
+    }
+    pa_buf_free(&name);
+    return rc;
+}
+
+void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_request *rq,
+                         struct pa_coll_response *r) {
+    char msg[512] = "";
+    enum pa_coll_codec codec;
+    if (pa_coll_connect_codec(rq->content_type, &codec) != 0) {
+        pa_coll_respond_text(r, 415,
+                             "Content-Type: '%.64s' is not a Connect codec (application/proto or "
+                             "application/json)",
+                             rq->content_type ? rq->content_type : "");
+        return;
+    }
+    int rc;
+    Push__V1__PushRequest *req = (Push__V1__PushRequest *)pa_coll_proto_decode(
+        rq, &push__v1__push_request__descriptor, codec, &rc, msg, sizeof msg);
+    struct pa_coll_batch b = {0};
+    for (size_t i = 0; rc == 0 && req && i < req->n_series; i++)
+        rc = add_series(&b, req->series[i], rq, msg, sizeof msg);
+    rc = pa_coll_batch_finish(st, &b, rc, msg, sizeof msg);
+    if (req)
+        protobuf_c_message_free_unpacked(&req->base, NULL);
+    if (rc) {
+        pa_coll_connect_error(r, rc, msg);
+        return;
+    }
+    Push__V1__PushResponse resp = PUSH__V1__PUSH_RESPONSE__INIT;
+    pa_coll_connect_respond(r, codec, &resp.base);
+}

@@ -1,0 +1,64 @@
+// Pyroscope's official Node.js SDK (@pyroscope/nodejs) profiles a small Node program and
+// uploads to our collector, which files it under the SDK's service and profile type, serves its
+// flame graph, and answers Grafana's querier calls about it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { HERE, foldedTotal, querier, render, startCollector, work } from './lib.mjs';
+
+const PROGRAM = `
+const Pyroscope = require(${JSON.stringify(join(HERE, 'node_modules', '@pyroscope', 'nodejs'))});
+Pyroscope.init({ serverAddress: process.argv[2], appName: 'nodeapp', flushIntervalMs: 1000,
+                 tags: { env: 'ci' } });
+Pyroscope.start();
+function spinNodeBurn(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) x += Math.sqrt(x + 1);
+  return x;
+}
+const end = Date.now() + 4000;
+(function loop() {
+  spinNodeBurn(50);
+  if (Date.now() < end) setImmediate(loop);
+  else Pyroscope.stop().then(() => console.log('node done'));
+})();
+`;
+
+test('@pyroscope/nodejs uploads a Node program to pyagent-collector', async () => {
+  const col = await startCollector();
+  try {
+    const file = join(work, 'nodeapp.cjs');
+    writeFileSync(file, PROGRAM);
+    const out = execFileSync(process.execPath, [file, col.url], { encoding: 'utf8', timeout: 120000 });
+    assert.match(out, /node done/);
+    const apps = await (await fetch(`${col.url}/api/apps`)).json();
+    const app = apps.apps.find((a) => a.name.startsWith('nodeapp.'));
+    assert.ok(app, `no nodeapp series: ${JSON.stringify(apps)}; collector said: ${col.stderr()}`);
+    assert.equal(app.name, 'nodeapp.wall', 'the SDK sends wall profiles (sample type wall)');
+    assert.deepEqual(app.series.map((s) => s.labels.env), ['ci']);
+    assert.ok(app.samples > 0);
+    // The flame graph is served, and holds the program's hot function.
+    const folded = await render(col.url, 'nodeapp.wall');
+    assert.equal(foldedTotal(folded), app.samples);
+    assert.match(folded, /spinNodeBurn/);
+    const html = await fetch(`${col.url}/render?query=nodeapp.wall&from=0&until=now&format=html`);
+    assert.equal(html.status, 200);
+    // What Grafana's data source asks.
+    const types = await querier(col.url, 'ProfileTypes', {});
+    assert.ok(types.profileTypes.some((t) => t.ID === 'wall:wall:nanoseconds:wall:nanoseconds'),
+      JSON.stringify(types));
+    const names = await querier(col.url, 'LabelValues', { name: 'service_name' });
+    assert.ok(names.names.includes('nodeapp'));
+    const fg = await querier(col.url, 'SelectMergeStacktraces', {
+      profileTypeID: 'wall:samples:count:wall:nanoseconds', labelSelector: '{service_name="nodeapp"}',
+      start: '0', end: String(Date.now() + 60000) });
+    assert.equal(Number(fg.flamegraph.total), app.samples);
+    // The SDK names a function "FILE:NAME:LINE" in pprof's Function.name.
+    assert.ok(fg.flamegraph.names.some((n) => /:spinNodeBurn:\d+$/.test(n)), fg.flamegraph.names.join(' '));
+  } finally {
+    await col.stop();
+  }
+});
