@@ -74,11 +74,6 @@ FLAKY = {
 # cases is reported as KNOWN and does not fail the run; any other difference still does.
 # Each entry is an open point of issue 10, described in docs/harmless.md.
 KNOWN = {
-    "test_pass_fds_redirected": (
-        lambda config: True,
-        "perf events (the default timer) keep one descriptor per thread "
-        "(close-on-exec, never 0-2); this test's child is itself profiled and lists its own "
-        "descriptors (docs/harmless.md, class 10)"),
     # 3.12+ warns at os.fork() in a process with more than one thread; wall mode's tick thread
     # (which samples blocked threads without signalling them) is one (docs/harmless.md, class 6).
     "test_main_thread_after_fork": (
