@@ -209,6 +209,7 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     st->foreign = hc.foreign;
     st->handler_p50_ns = hc.p50_ns;
     st->handler_p99_ns = hc.p99_ns;
+    memcpy(st->handler_hist, hc.hist, sizeof st->handler_hist);
     st->code_cache_full = pa_code_cache_full;
     unsigned kinds = atomic_load(&pa_reg_armed_kinds);
     st->timer =

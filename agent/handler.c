@@ -9,6 +9,7 @@
 #include "handler.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <ucontext.h>
@@ -21,7 +22,11 @@
 #include "native.h"
 #include "timers.h"
 
-enum { HIST_LINEAR = 400, HIST_STEP_NS = 25, HIST_N = HIST_LINEAR + 24 };
+/* Handler time, two ways: a fine histogram for the percentiles (25 ns steps to 10 us, then
+ * four steps per doubling), and quarter-octave buckets from 1 ns for the header's
+ * handler_hist (docs/formats.md). */
+enum { HIST_LINEAR = 400, HIST_STEP_NS = 25, HIST_LINEAR_NS = HIST_LINEAR * HIST_STEP_NS };
+enum { HIST_N = HIST_LINEAR + 4 * 16, LOG_N = 4 * 40 };
 
 static struct pa_python py;
 static struct pa_handler_config cfg;
@@ -32,7 +37,7 @@ _Atomic int pa_handler_running;
 __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t n_signals, n_unreadable, n_truncated, n_foreign;
-static _Atomic uint32_t hist[HIST_N];
+static _Atomic uint32_t hist[HIST_N], loghist[LOG_N];
 
 /* What the program installed for SIGPROF while ours is the real handler. */
 static struct sigaction app_prof;
@@ -103,17 +108,46 @@ int pa_sampler_app_sigaction(int sig, const struct sigaction *act, struct sigact
 
 /* ---- statistics ---------------------------------------------------------------------------- */
 
+/* Quarter-octave bucket of ns: 4 * floor(log2 ns) + the next two bits. */
+static unsigned log_bucket(uint64_t ns) {
+    if (ns < 4)
+        return (unsigned)ns;
+    unsigned o = 63u - (unsigned)__builtin_clzll(ns);
+    unsigned b = 4 * o + (unsigned)((ns >> (o - 2)) & 3);
+    return b < LOG_N ? b : LOG_N - 1;
+}
+
+/* The smallest time in quarter-octave bucket b. */
+static uint64_t log_bucket_floor(unsigned b) {
+    if (b < 4)
+        return b;
+    unsigned o = b / 4;
+    return (uint64_t)(4 + b % 4) << (o - 2);
+}
+
 static void hist_add(uint64_t ns) {
     unsigned b;
-    if (ns < (uint64_t)HIST_LINEAR * HIST_STEP_NS) {
+    if (ns < HIST_LINEAR_NS) {
         b = (unsigned)(ns / HIST_STEP_NS);
     } else {
-        b = HIST_LINEAR;
-        for (uint64_t x = ns / ((uint64_t)HIST_LINEAR * HIST_STEP_NS); x > 1 && b < HIST_N - 1;
-             x >>= 1)
-            b++;
+        unsigned o = 0;
+        while (o < 15 && ns >= (uint64_t)HIST_LINEAR_NS << (o + 1))
+            o++;
+        uint64_t base = (uint64_t)HIST_LINEAR_NS << o;
+        uint64_t q = (ns - base) * 4 / base;
+        b = HIST_LINEAR + 4 * o + (unsigned)(q > 3 ? 3 : q);
     }
     atomic_fetch_add_explicit(&hist[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&loghist[log_bucket(ns)], 1, memory_order_relaxed);
+}
+
+/* The middle of fine bucket i. */
+static uint64_t hist_mid(int i) {
+    if (i < HIST_LINEAR)
+        return (uint64_t)i * HIST_STEP_NS + HIST_STEP_NS / 2;
+    int o = (i - HIST_LINEAR) / 4, q = (i - HIST_LINEAR) % 4;
+    uint64_t base = (uint64_t)HIST_LINEAR_NS << o;
+    return base + base * (uint64_t)(2 * q + 1) / 8;
 }
 
 static uint64_t hist_percentile(const uint32_t *h, double q) {
@@ -125,11 +159,8 @@ static uint64_t hist_percentile(const uint32_t *h, double q) {
     uint64_t want = (uint64_t)(q * (double)total), seen = 0;
     for (int i = 0; i < HIST_N; i++) {
         seen += h[i];
-        if (seen > want) {
-            if (i < HIST_LINEAR)
-                return (uint64_t)i * HIST_STEP_NS + HIST_STEP_NS / 2;
-            return (uint64_t)HIST_LINEAR * HIST_STEP_NS << (i - HIST_LINEAR);
-        }
+        if (seen > want)
+            return hist_mid(i);
     }
     return 0;
 }
@@ -145,6 +176,16 @@ void pa_handler_get_counts(struct pa_handler_counts *c) {
         h[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
     c->p50_ns = hist_percentile(h, 0.50);
     c->p99_ns = hist_percentile(h, 0.99);
+    size_t n = 0;
+    c->hist[0] = 0;
+    for (unsigned b = 0; b < LOG_N; b++) {
+        uint32_t k = atomic_load_explicit(&loghist[b], memory_order_relaxed);
+        if (k && n < sizeof c->hist) {
+            int w = snprintf(c->hist + n, sizeof c->hist - n, "%s%llu:%u", n ? "," : "",
+                             (unsigned long long)log_bucket_floor(b), k);
+            n = w > 0 ? n + (size_t)w : n;
+        }
+    }
 }
 
 void pa_handler_add_counts(unsigned long unreadable, unsigned long truncated) {
@@ -161,6 +202,8 @@ void pa_handler_fork_child(void) {
     atomic_store(&n_foreign, 0);
     for (int i = 0; i < HIST_N; i++)
         atomic_store(&hist[i], 0);
+    for (int i = 0; i < LOG_N; i++)
+        atomic_store(&loghist[i], 0);
 }
 
 /* ---- weights ------------------------------------------------------------------------------- */

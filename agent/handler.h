@@ -62,6 +62,8 @@ struct pa_handler_counts {
     uint64_t truncated;  /* stacks cut at max_depth */
     uint64_t foreign;    /* SIGPROFs that were not ours, passed to the program */
     uint64_t p50_ns, p99_ns;
+    /* Handler time as quarter-octave buckets: "FLOOR_NS:COUNT,..." (non-empty ones). */
+    char hist[1600];
 };
 void pa_handler_get_counts(struct pa_handler_counts *c);
 /* Frames counted from outside the handler (wall mode's tick thread). */

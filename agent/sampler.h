@@ -37,9 +37,10 @@ struct pa_sampler_stats {
     uint64_t code_cache_full; /* frames unnamed because the code cache was full */
     uint64_t handler_p50_ns;  /* handler time, from a histogram of every sample */
     uint64_t handler_p99_ns;
-    uint64_t cpu_ns;   /* the program's CPU time while sampled (agent threads excluded) */
-    unsigned threads;  /* threads registered now */
-    const char *timer; /* the timer kinds armed: "perf-task-clock", "cpu-timer", ... */
+    char handler_hist[1600]; /* "FLOOR_NS:COUNT,..." quarter-octave buckets (formats.md) */
+    uint64_t cpu_ns;         /* the program's CPU time while sampled (agent threads excluded) */
+    unsigned threads;        /* threads registered now */
+    const char *timer;       /* the timer kinds armed: "perf-task-clock", "cpu-timer", ... */
     char timer_buf[48];
 };
 

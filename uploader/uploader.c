@@ -288,6 +288,7 @@ int pa_uploader_write_local(int final) {
     set_meta_u64("truncated", st.truncated);
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
+    pa_profile_set_meta(total, "handler_hist", st.handler_hist);
     pa_profile_set_meta(total, "timer", st.timer);
     /* What the samples are measured over, and the timers' signals per second of it
      * (docs/formats.md). */
@@ -326,9 +327,11 @@ int pa_uploader_write_local(int final) {
         write_failed_logged = 1;
         return -1;
     }
-    if (final)
+    if (final) {
         pa_log(PA_LOG_INFO, "profile written to %s (%llu samples)", out_path,
                (unsigned long long)pa_profile_total(total));
+        pa_log(PA_LOG_DEBUG, "handler time, ns (bucket floor:samples): %s", st.handler_hist);
+    }
     return 0;
 }
 

@@ -560,6 +560,32 @@ def test_whole_life(ctx):
           "profile %.2f s of CPU (%.2f s under <shutdown>), process %.2f s" % (total, shutdown, cpu))
 
 
+def test_handler_histogram(ctx):
+    """The header's handler_hist: quarter-octave buckets of the handler's time per sample, at
+    most one count per signal, consistent with handler_p50_ns (issue 16: where the time goes)."""
+    r = ctx.run(["steady.py", "2"])
+    check(r.rc == 0, r.err)
+    meta = r.profile().meta
+    check("handler_hist" in meta, "no handler_hist in the header: %r" % meta)
+    buckets = [tuple(int(x) for x in b.split(":")) for b in meta["handler_hist"].split(",") if b]
+    floors = [f for f, _ in buckets]
+    check(floors == sorted(set(floors)), "buckets out of order: %r" % floors)
+    for f in floors:  # a quarter-octave floor: (4 + q) << (o - 2), q in 0..3
+        o = f.bit_length() - 1
+        check(f < 4 or (f >> (o - 2)) << (o - 2) == f, "%d is not a quarter-octave bucket floor" % f)
+    total = sum(c for _, c in buckets)
+    check(0 < total <= int(meta["signals"]), "%d handler times for %s signals" % (total, meta["signals"]))
+    seen, median = 0, None
+    for f, c in buckets:
+        seen += c
+        if seen * 2 > total:
+            median = f
+            break
+    p50 = int(meta["handler_p50_ns"])
+    check(median / 2 <= p50 <= median * 2.5, "p50 %d ns, the histogram's median bucket starts at %d ns" % (p50, median))
+    print("handler_hist: %d samples, median bucket %d ns, p50 %d ns" % (total, median, p50))
+
+
 def test_time_buckets(ctx):
     """Each sample's time bucket (PYAGENT_TIME_BUCKET_MS, 20 ms by default): the samples of
     two busy phases fall in their own phase's time, none in the pause between them, and every
