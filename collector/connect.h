@@ -22,10 +22,10 @@ enum pa_coll_codec { PA_CODEC_PROTO, PA_CODEC_JSON };
 int pa_coll_connect_codec(const char *content_type, enum pa_coll_codec *codec);
 
 /* Decodes a request body (every string checked to be valid UTF-8, as Go's protobuf does); NULL
- * with msg for a malformed one. Free with protobuf_c_message_free_unpacked(m, NULL). */
+ * with err for a malformed one. Free with protobuf_c_message_free_unpacked(m, NULL). */
 ProtobufCMessage *pa_coll_connect_decode(const ProtobufCMessageDescriptor *d,
                                          enum pa_coll_codec codec, const uint8_t *body, size_t len,
-                                         char *msg, size_t msglen);
+                                         pa_error *err);
 
 /* The message in JSON (protobuf's JSON mapping), appended to out. */
 void pa_coll_pb_to_json(const ProtobufCMessage *m, pa_buf *out);
@@ -35,13 +35,13 @@ void pa_coll_connect_respond(struct pa_coll_response *r, enum pa_coll_codec code
                              const ProtobufCMessage *m);
 /* A Connect error for one of the collector's statuses: 400, 413 and 422 are invalid_argument
  * (HTTP 400, as Grafana Pyroscope answers a Push it refuses), 401 unauthenticated, 404
- * not_found, 415 internal... see connect.c; msg is the message. */
+ * not_found, 415 internal... see connect.c; err is the message. */
 void pa_coll_connect_error(struct pa_coll_response *r, int status, const char *msg);
 
 /* The value of a base64 digit (standard or URL alphabet), -1 for any other character. */
 int pa_coll_b64val(int c);
 
-/* Are all the strings of m (and of its submessages) valid UTF-8? -1 with the field in msg. */
-int pa_coll_pb_utf8_check(const ProtobufCMessage *m, char *msg, size_t msglen);
+/* Are all the strings of m (and of its submessages) valid UTF-8? -1 with the field in err. */
+int pa_coll_pb_utf8_check(const ProtobufCMessage *m, pa_error *err);
 
 #endif

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *msg, size_t msglen, const char *fmt, ...) {
+static int fail(pa_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    pa_vfail(err, fmt, ap);
     va_end(ap);
     return 400;
 }
@@ -53,13 +53,13 @@ static void trim_end(char *start, char *end) {
 }
 
 /* Splits "app{...}" in place: *app gets the name, *body the inside of the braces (or NULL). */
-static int split_name(char *buf, char **app, char **body, char *msg, size_t msglen) {
+static int split_name(char *buf, char **app, char **body, pa_error *err) {
     char *brace = strchr(buf, '{');
     *body = NULL;
     if (brace) {
         size_t n = strlen(brace);
         if (brace[n - 1] != '}')
-            return fail(msg, msglen, "name: the label set must end with '}'");
+            return fail(err, "name: the label set must end with '}'");
         brace[n - 1] = '\0';
         *brace = '\0';
         *body = brace + 1;
@@ -67,43 +67,41 @@ static int split_name(char *buf, char **app, char **body, char *msg, size_t msgl
     *app = buf;
     trim_end(buf, buf + strlen(buf));
     if (**app == '\0')
-        return fail(msg, msglen, "name: the application name is empty");
+        return fail(err, "name: the application name is empty");
     if (strlen(*app) > PA_COLL_MAX_APP_LEN)
-        return fail(msg, msglen, "name: the application name is longer than %d bytes",
-                    PA_COLL_MAX_APP_LEN);
+        return fail(err, "name: the application name is longer than %d bytes", PA_COLL_MAX_APP_LEN);
     for (const char *p = *app; *p; p++)
         if (!app_char(*p))
-            return fail(msg, msglen,
+            return fail(err,
                         "name: character 0x%02x is not allowed in an application "
                         "name (allowed: A-Z a-z 0-9 _ . / -)",
                         (unsigned char)*p);
     return 0;
 }
 
-static int check_key(const char *k, char *msg, size_t msglen) {
+static int check_key(const char *k, pa_error *err) {
     size_t n = strlen(k);
     if (n == 0)
-        return fail(msg, msglen, "labels: a label name is empty");
+        return fail(err, "labels: a label name is empty");
     if (n > PA_COLL_MAX_KEY_LEN)
-        return fail(msg, msglen, "labels: a label name is longer than %d bytes",
-                    PA_COLL_MAX_KEY_LEN);
+        return fail(err, "labels: a label name is longer than %d bytes", PA_COLL_MAX_KEY_LEN);
     for (size_t i = 0; i < n; i++)
         if (!key_char(k[i]))
-            return fail(msg, msglen,
+            return fail(err,
                         "labels: character 0x%02x is not allowed in label name '%.64s' "
                         "(allowed: A-Z a-z 0-9 _ .)",
                         (unsigned char)k[i], k);
     return 0;
 }
 
-static int check_value(const char *k, const char *v, char *msg, size_t msglen) {
+static int check_value(const char *k, const char *v, pa_error *err) {
     size_t n = strlen(v);
     if (n > PA_COLL_MAX_VALUE_LEN)
-        return fail(msg, msglen, "labels: the value of '%.64s' is longer than %d bytes", k,
+        return fail(err, "labels: the value of '%.64s' is longer than %d bytes", k,
                     PA_COLL_MAX_VALUE_LEN);
     for (size_t i = 0; i < n; i++)
         if (!value_char((unsigned char)v[i]))
-            return fail(msg, msglen,
+            return fail(err,
                         "labels: character 0x%02x is not allowed in the value of "
                         "'%.64s'",
                         (unsigned char)v[i], k);
@@ -114,15 +112,15 @@ static int cmp_label(const void *a, const void *b) {
     return strcmp(((const struct pa_coll_label *)a)->key, ((const struct pa_coll_label *)b)->key);
 }
 
-int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, size_t msglen) {
+int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *err) {
     memset(s, 0, sizeof *s);
     if (name == NULL || *name == '\0')
-        return fail(msg, msglen, "name: the 'name' parameter is missing (APP.cpu{k=v,...})");
+        return fail(err, "name: the 'name' parameter is missing (APP.cpu{k=v,...})");
     s->buf = strdup(name);
     if (s->buf == NULL)
-        return fail(msg, msglen, "out of memory");
+        return fail(err, "out of memory");
     char *app, *body;
-    int rc = split_name(s->buf, &app, &body, msg, msglen);
+    int rc = split_name(s->buf, &app, &body, err);
     if (rc)
         return rc;
     s->app = app;
@@ -131,18 +129,18 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, 
     char *p = skip_space(body);
     while (*p) {
         if (s->nlabels == PA_COLL_MAX_LABELS)
-            return fail(msg, msglen, "labels: more than %d labels", PA_COLL_MAX_LABELS);
+            return fail(err, "labels: more than %d labels", PA_COLL_MAX_LABELS);
         char *comma = strchr(p, ',');
         if (comma)
             *comma = '\0';
         char *eq = strchr(p, '=');
         if (eq == NULL)
-            return fail(msg, msglen, "labels: '%.64s' is not of the form key=value", p);
+            return fail(err, "labels: '%.64s' is not of the form key=value", p);
         *eq = '\0';
         trim_end(p, eq);
         char *v = skip_space(eq + 1);
         trim_end(v, v + strlen(v));
-        if ((rc = check_key(p, msg, msglen)) || (rc = check_value(p, v, msg, msglen)))
+        if ((rc = check_key(p, err)) || (rc = check_value(p, v, err)))
             return rc;
         s->labels[s->nlabels++] = (struct pa_coll_label){p, v};
         if (comma == NULL)
@@ -154,7 +152,7 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, 
     qsort(s->labels, s->nlabels, sizeof s->labels[0], cmp_label);
     for (size_t i = 1; i < s->nlabels; i++)
         if (strcmp(s->labels[i].key, s->labels[i - 1].key) == 0)
-            return fail(msg, msglen, "labels: '%.64s' appears twice", s->labels[i].key);
+            return fail(err, "labels: '%.64s' appears twice", s->labels[i].key);
     return 0;
 }
 
@@ -207,23 +205,22 @@ static char *read_value(char *p, char **value) {
     return *p == '\0' ? p : NULL;
 }
 
-int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char *msg,
-                           size_t msglen) {
+int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_error *err) {
     memset(sel, 0, sizeof *sel);
     if (query == NULL || *query == '\0')
-        return fail(msg, msglen, "query: the 'query' parameter is missing (APP.cpu{k=v,...})");
+        return fail(err, "query: the 'query' parameter is missing (APP.cpu{k=v,...})");
     sel->buf = strdup(query);
     if (sel->buf == NULL)
-        return fail(msg, msglen, "out of memory");
+        return fail(err, "out of memory");
     char *app, *body;
-    int rc = split_name(sel->buf, &app, &body, msg, msglen);
+    int rc = split_name(sel->buf, &app, &body, err);
     if (rc)
         return rc;
     sel->app = app;
     char *p = body ? skip_space(body) : "";
     while (*p) {
         if (sel->nmatchers == PA_COLL_MAX_LABELS)
-            return fail(msg, msglen, "query: more than %d matchers", PA_COLL_MAX_LABELS);
+            return fail(err, "query: more than %d matchers", PA_COLL_MAX_LABELS);
         struct pa_coll_matcher *m = &sel->m[sel->nmatchers];
         char *k = p;
         while (key_char(*p))
@@ -239,15 +236,15 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char
         else if (p[0] == '=')
             m->op = PA_MATCH_EQ, p += 1;
         else
-            return fail(msg, msglen, "query: expected =, !=, =~ or !~ after label name '%.*s'",
+            return fail(err, "query: expected =, !=, =~ or !~ after label name '%.*s'",
                         (int)(kend - k > 64 ? 64 : kend - k), k);
         *kend = '\0';
-        if ((rc = check_key(k, msg, msglen)))
+        if ((rc = check_key(k, err)))
             return rc;
         char *v;
         p = read_value(skip_space(p), &v);
         if (p == NULL)
-            return fail(msg, msglen, "query: unterminated quoted value for '%.64s'", k);
+            return fail(err, "query: unterminated quoted value for '%.64s'", k);
         m->key = k;
         m->value = v;
         if (m->op == PA_MATCH_RE || m->op == PA_MATCH_NRE) {
@@ -255,12 +252,12 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char
             size_t n = strlen(v) + 5;
             char *anchored = malloc(n);
             if (anchored == NULL)
-                return fail(msg, msglen, "out of memory");
+                return fail(err, "out of memory");
             snprintf(anchored, n, "^(%s)$", v);
-            int err = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
+            int bad = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
             free(anchored);
-            if (err)
-                return fail(msg, msglen, "query: invalid regular expression for '%.64s'", k);
+            if (bad)
+                return fail(err, "query: invalid regular expression for '%.64s'", k);
         }
         sel->nmatchers++;
         p = skip_space(p);

@@ -838,11 +838,11 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     }
     if (status >= 200 && status < 300 && t->otlp) {
         /* OTLP's partial success: the server will never take those profiles either. */
-        char why[400];
-        int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, why, sizeof why);
+        pa_error why;
+        int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, &why);
         if (n > 0) {
             snprintf(reason, reason_len, "OTLP partial success, %lld rejected: %s", (long long)n,
-                     why);
+                     why.msg);
             return POST_REJECTED;
         }
     }
