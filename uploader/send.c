@@ -757,8 +757,8 @@ static int parse_target(const char *head, struct target *t) {
 
 /* POSTs one spool file, on a connection of its own. A rejection's reason (the status and the
  * server's answer) goes to reason. */
-static int post(const struct target *t, const char *body, size_t len, double deadline, char *reason,
-                size_t reason_len) {
+static int post(const struct target *t, const char *body, size_t len, double deadline,
+                pa_error *reason) {
     CURL *handle = curl.init();
     if (!handle)
         return POST_FAILED;
@@ -841,8 +841,7 @@ static int post(const struct target *t, const char *body, size_t len, double dea
         pa_error why;
         int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, &why);
         if (n > 0) {
-            snprintf(reason, reason_len, "OTLP partial success, %lld rejected: %s", (long long)n,
-                     why.msg);
+            pa_fail(reason, "OTLP partial success, %lld rejected: %s", (long long)n, why.msg);
             return POST_REJECTED;
         }
     }
@@ -850,7 +849,7 @@ static int post(const struct target *t, const char *body, size_t len, double dea
         return POST_SENT;
     reply.text[strcspn(reply.text, "\r\n")] = 0;
     if (status >= 400 && status < 500 && status != 408 && status != 429) {
-        snprintf(reason, reason_len, "HTTP %ld: %s", status, reply.text);
+        pa_fail(reason, "HTTP %ld: %s", status, reply.text);
         return POST_REJECTED;
     }
     pa_log(PA_LOG_DEBUG, "upload to %s: HTTP %ld %s", cfg.server, status, reply.text);
@@ -944,7 +943,8 @@ void pa_send_flush(double deadline, int respect_backoff) {
             pa_log(PA_LOG_DEBUG, "exit deadline reached; %zu profile(s) stay in the spool", n - i);
             break;
         }
-        char path[1400], claimed[1500], reason[600];
+        char path[1400], claimed[1500];
+        pa_error reason;
         struct target t = {0};
         snprintf(path, sizeof path, "%s/%s", spool_dir, names[i]);
         snprintf(claimed, sizeof claimed, "%s.sending-%d", path, (int)getpid());
@@ -958,7 +958,7 @@ void pa_send_flush(double deadline, int respect_backoff) {
             pa_buf_free(&body);
             continue;
         }
-        int r = post(&t, body.data ? body.data : "", body.len, deadline, reason, sizeof reason);
+        int r = post(&t, body.data ? body.data : "", body.len, deadline, &reason);
         free_target(&t);
         pa_buf_free(&body);
         if (r == POST_SENT) {
@@ -968,7 +968,7 @@ void pa_send_flush(double deadline, int respect_backoff) {
             continue;
         }
         if (r == POST_REJECTED) {
-            keep_rejected(claimed, path, names[i], reason);
+            keep_rejected(claimed, path, names[i], reason.msg);
             failures = 0;
             continue;
         }
