@@ -1,13 +1,14 @@
-/* name.c: parsing series names and selectors. The character rules are Pyroscope's (app
- * names [A-Za-z0-9_./-], label names [A-Za-z0-9_.]); label values may hold anything printable
- * except the separators , { } = and the quote, so that the canonical string "k=v,k2=v2" can
- * always be split again without escaping. */
+/* name.c: parsing series names and selectors, the one parser of the grammar
+ * APP{k=v,...} / APP{k="v",k2=~"re",...} in the tree. The characters each piece may hold are
+ * Pyroscope's rules, kept beside the uploader's use of them in profile/series.c. */
 #include "name.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "profile.h"
 
 static int fail(pa_error *err, const char *fmt, ...) {
     va_list ap;
@@ -17,26 +18,12 @@ static int fail(pa_error *err, const char *fmt, ...) {
     return 400;
 }
 
-static bool app_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == '/' || c == '-';
-}
-
-static bool key_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.';
-}
-
-static bool value_char(unsigned char c) {
-    return c >= 0x20 && c != 0x7f && c != ',' && c != '{' && c != '}' && c != '=' && c != '"';
-}
-
 bool pa_coll_valid_app(const char *app) {
     size_t n = strlen(app);
     if (n == 0 || n > PA_COLL_MAX_APP_LEN)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!app_char(app[i]))
+        if (!pa_series_app_char(app[i]))
             return false;
     return true;
 }
@@ -71,7 +58,7 @@ static int split_name(char *buf, char **app, char **body, pa_error *err) {
     if (strlen(*app) > PA_COLL_MAX_APP_LEN)
         return fail(err, "name: the application name is longer than %d bytes", PA_COLL_MAX_APP_LEN);
     for (const char *p = *app; *p; p++)
-        if (!app_char(*p))
+        if (!pa_series_app_char(*p))
             return fail(err,
                         "name: character 0x%02x is not allowed in an application "
                         "name (allowed: A-Z a-z 0-9 _ . / -)",
@@ -86,7 +73,7 @@ static int check_key(const char *k, pa_error *err) {
     if (n > PA_COLL_MAX_KEY_LEN)
         return fail(err, "labels: a label name is longer than %d bytes", PA_COLL_MAX_KEY_LEN);
     for (size_t i = 0; i < n; i++)
-        if (!key_char(k[i]))
+        if (!pa_series_label_char(k[i]))
             return fail(err,
                         "labels: character 0x%02x is not allowed in label name '%.64s' "
                         "(allowed: A-Z a-z 0-9 _ .)",
@@ -100,7 +87,7 @@ static int check_value(const char *k, const char *v, pa_error *err) {
         return fail(err, "labels: the value of '%.64s' is longer than %d bytes", k,
                     PA_COLL_MAX_VALUE_LEN);
     for (size_t i = 0; i < n; i++)
-        if (!value_char((unsigned char)v[i]))
+        if (!pa_series_value_char(v[i]))
             return fail(err,
                         "labels: character 0x%02x is not allowed in the value of "
                         "'%.64s'",
@@ -223,7 +210,7 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_e
             return fail(err, "query: more than %d matchers", PA_COLL_MAX_LABELS);
         struct pa_coll_matcher *m = &sel->m[sel->nmatchers];
         char *k = p;
-        while (key_char(*p))
+        while (pa_series_label_char(*p))
             p++;
         char *kend = p;
         p = skip_space(p);

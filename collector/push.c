@@ -99,8 +99,8 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
             nk++; /* counted for duplicates, but Pyroscope's own: not a label of the series */
             continue;
         }
-        for (const unsigned char *v = (const unsigned char *)labels[i].value; *v; v++)
-            if (*v < 0x20 || *v == 0x7f || strchr(",{}=\"", *v)) {
+        for (const char *v = labels[i].value; *v; v++)
+            if (!pa_series_value_char(*v)) {
                 pa_fail(err,
                         "the value of label '%.64s' holds one of , { } = \" or a control "
                         "character, which pyagent-collector's series names cannot hold",
@@ -123,9 +123,7 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
     size_t start = out->len;
     for (const char *s = service; *s; s++) {
         char c = *s;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '_' || c == '.' || c == '/' || c == '-';
-        pa_buf_append(out, ok ? &c : "_", 1);
+        pa_buf_append(out, pa_series_app_char(c) ? &c : "_", 1);
     }
     if (out->len - start > PA_COLL_MAX_APP_LEN - 16)
         return fail(err, 400, "the service name is too long");

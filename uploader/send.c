@@ -140,23 +140,12 @@ enum {
     MAX_RAW_NAME = 32768,
 };
 
-static int app_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == '/' || c == '-';
-}
-
-static int label_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.';
-}
-
 /* Label values go inside {k=v,...}: no ',', '}', '=' or quotes. */
 static int value_ok(const char *v, size_t n) {
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (v[i] == ',' || v[i] == '}' || v[i] == '{' || v[i] == '=' || v[i] == '"' ||
-            (unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+        if (!pa_series_value_char(v[i]))
             return 0;
     return 1;
 }
@@ -220,7 +209,7 @@ static void add_tag(struct labels *l, const char *t, size_t n) {
     size_t kn = eq ? (size_t)(eq - t) : n;
     int ok = eq && kn > 0 && kn <= MAX_LABEL_NAME;
     for (size_t i = 0; ok && i < kn; i++)
-        ok = label_char(t[i]);
+        ok = pa_series_label_char(t[i]);
     if (!ok) {
         NAME_WARN("PYAGENT_TAGS: \"%.*s\" is not name=value (name: [A-Za-z0-9_.], at most %d "
                   "bytes); dropped",
@@ -306,7 +295,7 @@ static char *build_name(void) {
     char app[256];
     size_t a = 0;
     for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
-        app[a++] = app_char(*s) ? *s : '_';
+        app[a++] = pa_series_app_char(*s) ? *s : '_';
     app[a] = 0;
     if (!a)
         strcpy(app, "python");
@@ -385,7 +374,7 @@ int pa_send_init(const struct pa_config *c) {
         char app[200];
         size_t a = 0;
         for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
-            app[a++] = app_char(*s) && *s != '/' ? *s : '_';
+            app[a++] = pa_series_app_char(*s) && *s != '/' ? *s : '_';
         app[a] = 0;
         if (base && *base)
             snprintf(spool_dir, sizeof spool_dir, "%s/pyagent/spool/%s", base, app);
