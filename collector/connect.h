@@ -35,7 +35,7 @@ void pa_coll_connect_respond(struct pa_coll_response *r, enum pa_coll_codec code
                              const ProtobufCMessage *m);
 /* A Connect error for one of the collector's statuses: 400, 413 and 422 are invalid_argument
  * (HTTP 400, as Grafana Pyroscope answers a Push it refuses), 401 unauthenticated, 404
- * not_found, 415 internal... see connect.c; err is the message. */
+ * not_found, 415 internal... see connect.c; msg is the message. */
 void pa_coll_connect_error(struct pa_coll_response *r, int status, const char *msg);
 
 /* The value of a base64 digit (standard or URL alphabet), -1 for any other character. */
