@@ -8,6 +8,8 @@
 #ifndef PA_ERROR_H
 #define PA_ERROR_H
 
+#include <stdarg.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -19,6 +21,9 @@ typedef struct pa_error {
 /* Formats the message into err (when err is not NULL); always returns -1, so that a failing
  * function can end with `return pa_fail(err, ...)`. */
 int pa_fail(pa_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* pa_fail for a caller's own variadic helper (one that also picks an HTTP status, say). */
+int pa_vfail(pa_error *err, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@ check that perf events are used and pass the tick).
 
   bench/achieved_rate.py [--python PY] [--lib build/release/lib/libpyagent.so] [--runs N]
 
-Runs tests/integration/programs/plain.py for 2 CPU-seconds at 1 kHz and 10 kHz, N times each,
+Runs tests/agent/programs/plain.py for 2 CPU-seconds at 1 kHz and 10 kHz, N times each,
 and prints the timer the agent chose and the median achieved rate per CPU-second (the
 profile header's achieved_rate)."""
 import argparse
@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--lib", default=os.path.join(ROOT, "build/release/lib/libpyagent.so"))
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
-    prog = os.path.join(ROOT, "tests/integration/programs/plain.py")
+    prog = os.path.join(ROOT, "tests/agent/programs/plain.py")
     for rate in (1000, 10000):
         achieved, timers = [], set()
         for _ in range(a.runs):

@@ -9,10 +9,10 @@
 #include <strings.h>
 #include <zlib.h>
 
-static int fail(int status, char *msg, size_t msglen, const char *fmt, ...) {
+static int fail(int status, pa_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    pa_vfail(err, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -39,19 +39,19 @@ void pa_coll_share_release(struct pa_coll_share *s) {
     s->taken = 0;
 }
 
-static int budget_spent(struct pa_coll_share *share, char *msg, size_t msglen) {
-    return fail(503, msg, msglen,
+static int budget_spent(struct pa_coll_share *share, pa_error *err) {
+    return fail(503, err,
                 "gzip: the memory for decompression (%zu bytes, shared by all uploads in flight) "
                 "is in use; retry later",
                 share->budget->limit);
 }
 
 int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_share *share,
-                   uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
+                   uint8_t **out, size_t *outlen, pa_error *err) {
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-        return fail(500, msg, msglen, "gzip: cannot initialise zlib");
+        return fail(500, err, "gzip: cannot initialise zlib");
     size_t cap = n * 4 + 4096, len = 0;
     if (cap > limit + 1)
         cap = limit + 1;
@@ -61,12 +61,12 @@ int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_sha
      * budget is charged for at most limit, so one upload of exactly the limit fits in a
      * budget of the same size. */
     if (!pa_coll_share_take(share, cap > limit ? limit : cap)) {
-        status = budget_spent(share, msg, msglen);
+        status = budget_spent(share, err);
         goto done;
     }
     buf = malloc(cap);
     if (buf == NULL) {
-        status = fail(500, msg, msglen, "out of memory");
+        status = fail(500, err, "out of memory");
         goto done;
     }
     z.next_in = (Bytef *)in;
@@ -78,18 +78,18 @@ int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_sha
         }
         if (len == cap) {
             if (cap > limit) {
-                status = fail(413, msg, msglen,
+                status = fail(413, err,
                               "gzip: the decompressed body exceeds the limit of %zu bytes", limit);
                 goto done;
             }
             size_t ncap = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
             if (!pa_coll_share_take(share, (ncap > limit ? limit : ncap) - cap)) {
-                status = budget_spent(share, msg, msglen);
+                status = budget_spent(share, err);
                 goto done;
             }
             uint8_t *nbuf = realloc(buf, ncap);
             if (nbuf == NULL) {
-                status = fail(500, msg, msglen, "out of memory");
+                status = fail(500, err, "out of memory");
                 goto done;
             }
             buf = nbuf;
@@ -102,8 +102,8 @@ int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_sha
         int rc = inflate(&z, Z_NO_FLUSH);
         len += before - z.avail_out;
         if (len > limit) {
-            status = fail(413, msg, msglen,
-                          "gzip: the decompressed body exceeds the limit of %zu bytes", limit);
+            status =
+                fail(413, err, "gzip: the decompressed body exceeds the limit of %zu bytes", limit);
             goto done;
         }
         if (rc == Z_STREAM_END) {
@@ -117,20 +117,19 @@ int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_sha
             while (left > 0 && *z.next_in == 0)
                 z.next_in++, left--;
             if (left != 0)
-                status = fail(422, msg, msglen, "gzip: %zu bytes of junk after the stream", left);
+                status = fail(422, err, "gzip: %zu bytes of junk after the stream", left);
             goto done;
         }
         if (rc == Z_BUF_ERROR && z.avail_in == 0 && (size_t)(z.next_in - in) == n) {
-            status = fail(422, msg, msglen, "gzip: the stream is truncated");
+            status = fail(422, err, "gzip: the stream is truncated");
             goto done;
         }
         if (rc != Z_OK && rc != Z_BUF_ERROR) {
-            status = fail(422, msg, msglen, "gzip: corrupt stream (%s)",
-                          z.msg ? z.msg : "inflate failed");
+            status = fail(422, err, "gzip: corrupt stream (%s)", z.msg ? z.msg : "inflate failed");
             goto done;
         }
         if (rc == Z_BUF_ERROR && z.avail_out != 0) {
-            status = fail(422, msg, msglen, "gzip: the stream is truncated");
+            status = fail(422, err, "gzip: the stream is truncated");
             goto done;
         }
     }
@@ -248,11 +247,11 @@ static bool part_is_field(const uint8_t *h, size_t n, const char *field) {
 }
 
 int pa_coll_multipart_field(const char *content_type, const uint8_t *body, size_t n,
-                            const char *field, const uint8_t **data, size_t *datalen, char *msg,
-                            size_t msglen) {
+                            const char *field, const uint8_t **data, size_t *datalen,
+                            pa_error *err) {
     char b[80], delim[84];
     if (boundary_of(content_type, b, sizeof b) != 0)
-        return fail(422, msg, msglen, "multipart: missing or invalid boundary in Content-Type");
+        return fail(422, err, "multipart: missing or invalid boundary in Content-Type");
     int dlen = snprintf(delim, sizeof delim, "--%s", b);
     const uint8_t *p = find(body, n, delim, (size_t)dlen);
     while (p != NULL) {
@@ -280,7 +279,7 @@ int pa_coll_multipart_field(const char *content_type, const uint8_t *body, size_
         int elen = snprintf(end, sizeof end, "\r\n%s", delim);
         const uint8_t *next = find(content, cleft, end, (size_t)elen);
         if (next == NULL)
-            return fail(422, msg, msglen, "multipart: a part is not terminated by its boundary");
+            return fail(422, err, "multipart: a part is not terminated by its boundary");
         if (hend >= hdr && part_is_field(hdr, (size_t)(hend - hdr), field)) {
             *data = content;
             *datalen = (size_t)(next - content);
@@ -288,7 +287,7 @@ int pa_coll_multipart_field(const char *content_type, const uint8_t *body, size_
         }
         p = next + 2;
     }
-    return fail(422, msg, msglen, "multipart: no form field named '%s'", field);
+    return fail(422, err, "multipart: no form field named '%s'", field);
 }
 
 size_t pa_coll_drop_long_lines(uint8_t *buf, size_t *n, size_t maxline) {

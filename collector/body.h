@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/error.h"
+
 #define PA_COLL_MAX_LINE 65536 /* Pyroscope's folded line limit */
 
 bool pa_coll_is_gzip(const uint8_t *p, size_t n);
@@ -34,19 +36,19 @@ void pa_coll_share_release(struct pa_coll_share *s);
 /* Inflates a gzip stream (concatenated members included) into a malloc'ed buffer of at most
  * limit bytes, its memory taken from share as the buffer grows (released by the caller, after
  * freeing the buffer). Returns 0; 413 when the output would exceed limit; 503 when the shared
- * budget is spent (the client should retry); 422 when the stream is corrupt or truncated. msg
+ * budget is spent (the client should retry); 422 when the stream is corrupt or truncated. err
  * gets a one-line reason. */
 int pa_coll_gunzip(const uint8_t *in, size_t n, size_t limit, struct pa_coll_share *share,
-                   uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+                   uint8_t **out, size_t *outlen, pa_error *err);
 
 /* Gzip-compresses a buffer (used for stored blobs). 0 or -1. */
 int pa_coll_gzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen);
 
 /* Finds form field `field` in a multipart/form-data body whose Content-Type header is
- * content_type. *data points into body. 0, or 422 with msg. */
+ * content_type. *data points into body. 0, or 422 with err. */
 int pa_coll_multipart_field(const char *content_type, const uint8_t *body, size_t n,
-                            const char *field, const uint8_t **data, size_t *datalen, char *msg,
-                            size_t msglen);
+                            const char *field, const uint8_t **data, size_t *datalen,
+                            pa_error *err);
 
 bool pa_coll_is_multipart(const char *content_type);
 

@@ -237,14 +237,13 @@ void pa_coll_pb_to_json(const ProtobufCMessage *m, pa_buf *b) {
 struct jr {
     const char *start, *p, *end;
     int depth;
-    char *msg;
-    size_t msglen;
+    pa_error *err;
     int bad;
 };
 
 static int jfail(struct jr *r, const char *what) {
     if (!r->bad)
-        snprintf(r->msg, r->msglen, "JSON: %s at byte %zu", what, (size_t)(r->p - r->start));
+        pa_fail(r->err, "JSON: %s at byte %zu", what, (size_t)(r->p - r->start));
     r->bad = 1;
     return -1;
 }
@@ -717,7 +716,7 @@ static ProtobufCMessage *jmessage(struct jr *r, const ProtobufCMessageDescriptor
 
 /* ---- UTF-8 ----------------------------------------------------------------------------- */
 
-int pa_coll_pb_utf8_check(const ProtobufCMessage *m, char *msg, size_t msglen) {
+int pa_coll_pb_utf8_check(const ProtobufCMessage *m, pa_error *err) {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     const char *base = (const char *)m;
     for (unsigned i = 0; i < d->n_fields; i++) {
@@ -738,11 +737,10 @@ int pa_coll_pb_utf8_check(const ProtobufCMessage *m, char *msg, size_t msglen) {
             if (!e)
                 continue;
             if (f->type == PROTOBUF_C_TYPE_STRING && !pa_utf8_valid(e, strlen(e))) {
-                snprintf(msg, msglen, "%s.%s: a string field contains invalid UTF-8", d->name,
-                         f->name);
+                pa_fail(err, "%s.%s: a string field contains invalid UTF-8", d->name, f->name);
                 return -1;
             }
-            if (f->type == PROTOBUF_C_TYPE_MESSAGE && pa_coll_pb_utf8_check(e, msg, msglen))
+            if (f->type == PROTOBUF_C_TYPE_MESSAGE && pa_coll_pb_utf8_check(e, err))
                 return -1;
         }
     }
@@ -751,17 +749,16 @@ int pa_coll_pb_utf8_check(const ProtobufCMessage *m, char *msg, size_t msglen) {
 
 ProtobufCMessage *pa_coll_connect_decode(const ProtobufCMessageDescriptor *d,
                                          enum pa_coll_codec codec, const uint8_t *body, size_t len,
-                                         char *msg, size_t msglen) {
+                                         pa_error *err) {
     ProtobufCMessage *m;
     if (codec == PA_CODEC_PROTO) {
         m = protobuf_c_message_unpack(d, NULL, len, body);
         if (!m) {
-            snprintf(msg, msglen, "the body is not a %s message (protobuf)", d->name);
+            pa_fail(err, "the body is not a %s message (protobuf)", d->name);
             return NULL;
         }
     } else {
-        struct jr r = {
-            (const char *)body, (const char *)body, (const char *)body + len, 0, msg, msglen, 0};
+        struct jr r = {(const char *)body, (const char *)body, (const char *)body + len, 0, err, 0};
         m = len ? jmessage(&r, d) : NULL;
         if (!len) {
             m = calloc(1, d->sizeof_message);
@@ -772,7 +769,7 @@ ProtobufCMessage *pa_coll_connect_decode(const ProtobufCMessageDescriptor *d,
         if (m) {
             ws(&r);
             if (r.p != r.end) {
-                snprintf(msg, msglen, "JSON: text after the message");
+                pa_fail(err, "JSON: text after the message");
                 protobuf_c_message_free_unpacked(m, NULL);
                 return NULL;
             }
@@ -780,7 +777,7 @@ ProtobufCMessage *pa_coll_connect_decode(const ProtobufCMessageDescriptor *d,
             return NULL;
         }
     }
-    if (pa_coll_pb_utf8_check(m, msg, msglen)) {
+    if (pa_coll_pb_utf8_check(m, err)) {
         protobuf_c_message_free_unpacked(m, NULL);
         return NULL;
     }

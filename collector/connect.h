@@ -22,10 +22,10 @@ enum pa_coll_codec { PA_CODEC_PROTO, PA_CODEC_JSON };
 int pa_coll_connect_codec(const char *content_type, enum pa_coll_codec *codec);
 
 /* Decodes a request body (every string checked to be valid UTF-8, as Go's protobuf does); NULL
- * with msg for a malformed one. Free with protobuf_c_message_free_unpacked(m, NULL). */
+ * with err for a malformed one. Free with protobuf_c_message_free_unpacked(m, NULL). */
 ProtobufCMessage *pa_coll_connect_decode(const ProtobufCMessageDescriptor *d,
                                          enum pa_coll_codec codec, const uint8_t *body, size_t len,
-                                         char *msg, size_t msglen);
+                                         pa_error *err);
 
 /* The message in JSON (protobuf's JSON mapping), appended to out. */
 void pa_coll_pb_to_json(const ProtobufCMessage *m, pa_buf *out);
@@ -41,7 +41,7 @@ void pa_coll_connect_error(struct pa_coll_response *r, int status, const char *m
 /* The value of a base64 digit (standard or URL alphabet), -1 for any other character. */
 int pa_coll_b64val(int c);
 
-/* Are all the strings of m (and of its submessages) valid UTF-8? -1 with the field in msg. */
-int pa_coll_pb_utf8_check(const ProtobufCMessage *m, char *msg, size_t msglen);
+/* Are all the strings of m (and of its submessages) valid UTF-8? -1 with the field in err. */
+int pa_coll_pb_utf8_check(const ProtobufCMessage *m, pa_error *err);
 
 #endif

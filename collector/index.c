@@ -129,9 +129,9 @@ static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info 
     if (step < 1)
         step = 1;
     uint64_t counts[BUCKETS] = {0};
-    char msg[256];
+    pa_error err = {""};
     for (size_t i = 0; i < n; i++)
-        pa_coll_store_timeline(st, &v[i], from, step, BUCKETS, counts, msg, sizeof msg);
+        pa_coll_store_timeline(st, &v[i], from, step, BUCKETS, counts, &err);
     pa_buf_printf(b, "<h2>Timeline</h2><p class=\"hint\">samples per %" PRId64 " s from ", step);
     when(b, from);
     pa_buf_puts(b, "; select a range, then open a report of it</p>"
@@ -171,8 +171,8 @@ static void timeline(struct pa_coll_store *st, const struct pa_coll_series_info 
 static void app_page(struct pa_coll_store *st, int64_t from, int64_t until, const char *app,
                      pa_buf *b) {
     struct pa_coll_series_list l = {0};
-    char msg[256];
-    pa_coll_store_series(st, app, pa_coll_series_collect, &l, msg, sizeof msg);
+    pa_error err = {""};
+    pa_coll_store_series(st, app, pa_coll_series_collect, &l, &err);
     head(b, app);
     pa_buf_puts(b, "<p><a href=\"/\">all applications</a></p><h1>");
     html(b, app);
@@ -229,21 +229,21 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
     const char *app = pa_coll_param(q, "app");
     if (app && *app) {
         int64_t from, until;
-        char msg[256];
-        if (pa_coll_time_range(q, "from", "until", "now-6h", now, &from, &until, msg, sizeof msg))
-            pa_coll_respond_text(r, 400, "%s", msg);
+        pa_error err = {""};
+        if (pa_coll_time_range(q, "from", "until", "now-6h", now, &from, &until, &err))
+            pa_coll_respond_text(r, 400, "%s", err.msg);
         else
             app_page(st, from, until, app, &r->body);
         return;
     }
     struct pa_coll_series_list l = {0};
-    char msg[256];
+    pa_error err = {""};
     pa_buf *b = &r->body;
     head(b, "pyagent-collector");
     pa_buf_puts(b, "<h1>pyagent-collector</h1>");
-    if (pa_coll_store_series(st, NULL, pa_coll_series_collect, &l, msg, sizeof msg) != 0) {
+    if (pa_coll_store_series(st, NULL, pa_coll_series_collect, &l, &err) != 0) {
         pa_buf_puts(b, "<p>database error: ");
-        html(b, msg);
+        html(b, err.msg);
         pa_buf_puts(b, "</p>");
     } else if (l.n == 0) {
         pa_buf_puts(b, "<p>No profiles yet. Point an agent here: "

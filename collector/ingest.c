@@ -14,29 +14,29 @@
 #include "profile.h"
 #include "units.h"
 
-static int fail(int status, char *msg, size_t msglen, const char *fmt, ...) {
+static int fail(int status, pa_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    pa_vfail(err, fmt, ap);
     va_end(ap);
     return status;
 }
 
 /* The format parameter: Pyroscope knows other formats (jfr, trie, ...), which we name in the error;
  * any other value (or none) means folded, as in Pyroscope. */
-static int format_of(const char *f, bool *pprof, char *msg, size_t msglen) {
+static int format_of(const char *f, bool *pprof, pa_error *err) {
     static const char *unsupported[] = {"jfr", "trie", "tree", "lines", "speedscope"};
     *pprof = f != NULL && strcmp(f, "pprof") == 0;
     for (size_t i = 0; f && i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (strcmp(f, unsupported[i]) == 0)
-            return fail(415, msg, msglen,
+            return fail(415, err,
                         "format: '%s' is not supported by pyagent-collector (use pprof or "
                         "folded)",
                         f);
     return 0;
 }
 
-static int parse_rate(const char *s, int64_t *out, char *msg, size_t msglen) {
+static int parse_rate(const char *s, int64_t *out, pa_error *err) {
     if (s == NULL || *s == '\0') {
         *out = 100; /* Pyroscope's default */
         return 0;
@@ -44,7 +44,7 @@ static int parse_rate(const char *s, int64_t *out, char *msg, size_t msglen) {
     char *end;
     long long v = strtoll(s, &end, 10);
     if (*end != '\0' || v <= 0 || v > 1000000)
-        return fail(400, msg, msglen, "sampleRate: '%.32s' is not an integer from 1 to 1000000", s);
+        return fail(400, err, "sampleRate: '%.32s' is not an integer from 1 to 1000000", s);
     *out = v;
     return 0;
 }
@@ -52,16 +52,16 @@ static int parse_rate(const char *s, int64_t *out, char *msg, size_t msglen) {
 /* Peels Content-Encoding, then multipart. On success *data and *len are the payload; *owned is
  * set when it had to be allocated. */
 static int unwrap(const struct pa_coll_ingest_request *rq, struct pa_coll_share *share,
-                  const uint8_t **data, size_t *len, uint8_t **owned, char *msg, size_t msglen) {
+                  const uint8_t **data, size_t *len, uint8_t **owned, pa_error *err) {
     *data = rq->body;
     *len = rq->body_len;
     *owned = NULL;
     const char *ce = rq->content_encoding;
     if (ce && *ce && strcasecmp(ce, "identity") != 0) {
         if (strcasecmp(ce, "gzip") != 0 && strcasecmp(ce, "x-gzip") != 0)
-            return fail(415, msg, msglen,
-                        "Content-Encoding: '%.32s' is not supported (use gzip or none)", ce);
-        int rc = pa_coll_gunzip(*data, *len, rq->max_decompressed, share, owned, len, msg, msglen);
+            return fail(415, err, "Content-Encoding: '%.32s' is not supported (use gzip or none)",
+                        ce);
+        int rc = pa_coll_gunzip(*data, *len, rq->max_decompressed, share, owned, len, err);
         if (rc)
             return rc;
         *data = *owned;
@@ -69,8 +69,8 @@ static int unwrap(const struct pa_coll_ingest_request *rq, struct pa_coll_share 
     if (pa_coll_is_multipart(rq->content_type)) {
         const uint8_t *part;
         size_t partlen;
-        int rc = pa_coll_multipart_field(rq->content_type, *data, *len, "profile", &part, &partlen,
-                                         msg, msglen);
+        int rc =
+            pa_coll_multipart_field(rq->content_type, *data, *len, "profile", &part, &partlen, err);
         if (rc)
             return rc;
         *data = part;
@@ -80,21 +80,21 @@ static int unwrap(const struct pa_coll_ingest_request *rq, struct pa_coll_share 
 }
 
 static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t limit,
-                        struct pa_coll_share *share, uint64_t *stacks, char *msg, size_t msglen) {
+                        struct pa_coll_share *share, uint64_t *stacks, pa_error *err) {
     uint8_t *plain = NULL;
     if (pa_coll_is_gzip(data, len)) {
-        int rc = pa_coll_gunzip(data, len, limit, share, &plain, &len, msg, msglen);
+        int rc = pa_coll_gunzip(data, len, limit, share, &plain, &len, err);
         if (rc)
             return rc;
         data = plain;
     }
     pa_parse_stats stats;
-    pa_error err = {{0}};
+    pa_error perr = {{0}};
     memset(&stats, 0, sizeof stats);
-    int rc = len == 0 ? 0 : pa_pprof_decode(p, data, len, &stats, &err);
+    int rc = len == 0 ? 0 : pa_pprof_decode(p, data, len, &stats, &perr);
     free(plain);
     if (rc != 0)
-        return fail(422, msg, msglen, "pprof: %s", err.msg[0] ? err.msg : "cannot decode");
+        return fail(422, err, "pprof: %s", perr.msg[0] ? perr.msg : "cannot decode");
     *stacks = stats.stacks;
     return 0;
 }
@@ -119,9 +119,9 @@ static char *typed_app(const char *app, const char *mode) {
 }
 
 static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dropped,
-                         uint64_t *stacks, char *msg, size_t msglen) {
+                         uint64_t *stacks, pa_error *err) {
     if (pa_coll_is_gzip(data, len))
-        return fail(422, msg, msglen,
+        return fail(422, err,
                     "folded: the body is gzip-compressed but Content-Encoding: gzip is not set "
                     "(Grafana Pyroscope would reject it too)");
     /* Pyroscope drops lines over 64 KiB and keeps the rest; so do we, and say how many. */
@@ -132,14 +132,14 @@ static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dro
     if (blank)
         return 0; /* an idle interval: nothing sampled is a valid profile */
     pa_parse_stats stats;
-    pa_error err = {{0}};
+    pa_error perr = {{0}};
     memset(&stats, 0, sizeof stats);
-    if (pa_profile_parse_buffer(p, data, len, "upload", &stats, &err) != 0)
-        return fail(422, msg, msglen, "folded: %s", err.msg[0] ? err.msg : "cannot parse");
+    if (pa_profile_parse_buffer(p, data, len, "upload", &stats, &perr) != 0)
+        return fail(422, err, "folded: %s", perr.msg[0] ? perr.msg : "cannot parse");
     if (stats.format == PA_FORMAT_PPROF)
-        return fail(422, msg, msglen, "folded: the body is a pprof profile; send format=pprof");
+        return fail(422, err, "folded: the body is a pprof profile; send format=pprof");
     if (stats.bad_lines > 0)
-        return fail(422, msg, msglen,
+        return fail(422, err,
                     "folded: line %llu is not 'frame;frame;... count' (%llu malformed lines)",
                     (unsigned long long)stats.first_bad_line, (unsigned long long)stats.bad_lines);
     *stacks = stats.stacks;
@@ -147,48 +147,48 @@ static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dro
 }
 
 int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
-                          struct pa_coll_ingest_result *res, char *msg, size_t msglen) {
+                          struct pa_coll_ingest_result *res, pa_error *err) {
     memset(res, 0, sizeof *res);
-    int rc = pa_coll_series_parse(&res->series, rq->name, msg, msglen);
+    int rc = pa_coll_series_parse(&res->series, rq->name, err);
     if (rc)
         return rc;
     if ((res->labels = pa_coll_series_labels(&res->series)) == NULL)
-        return fail(500, msg, msglen, "out of memory");
+        return fail(500, err, "out of memory");
     if (pa_coll_parse_timestamp(rq->from, rq->now, 0, &res->from) != 0)
-        return fail(400, msg, msglen, "from: '%.32s' is not a timestamp", rq->from);
+        return fail(400, err, "from: '%.32s' is not a timestamp", rq->from);
     if (pa_coll_parse_timestamp(rq->until, rq->now, 1, &res->until) != 0)
-        return fail(400, msg, msglen, "until: '%.32s' is not a timestamp", rq->until);
+        return fail(400, err, "until: '%.32s' is not a timestamp", rq->until);
     if (res->until < res->from)
-        return fail(400, msg, msglen, "until (%lld) is before from (%lld)", (long long)res->until,
+        return fail(400, err, "until (%lld) is before from (%lld)", (long long)res->until,
                     (long long)res->from);
-    if ((rc = parse_rate(rq->sample_rate, &res->sample_rate, msg, msglen)))
+    if ((rc = parse_rate(rq->sample_rate, &res->sample_rate, err)))
         return rc;
     bool pprof;
-    if ((rc = format_of(rq->format, &pprof, msg, msglen)))
+    if ((rc = format_of(rq->format, &pprof, err)))
         return rc;
 
     const uint8_t *data;
     size_t len;
     uint8_t *owned;
     struct pa_coll_share share = {rq->budget, 0};
-    if ((rc = unwrap(rq, &share, &data, &len, &owned, msg, msglen))) {
+    if ((rc = unwrap(rq, &share, &data, &len, &owned, err))) {
         free(owned);
         pa_coll_share_release(&share);
         return rc;
     }
     pa_profile *p = pa_profile_new();
     if (pprof) {
-        rc = decode_pprof(p, data, len, rq->max_decompressed, &share, &res->stacks, msg, msglen);
+        rc = decode_pprof(p, data, len, rq->max_decompressed, &share, &res->stacks, err);
     } else {
         /* Dropping long lines edits the text, so it needs a writable copy. */
         uint8_t *copy = owned ? owned : malloc(len ? len : 1);
         if (copy == NULL) {
-            rc = fail(500, msg, msglen, "out of memory");
+            rc = fail(500, err, "out of memory");
         } else {
             if (copy != data)
                 memmove(copy, data, len); /* data may point into owned (multipart) */
             owned = copy;
-            rc = decode_folded(p, copy, len, &res->dropped_lines, &res->stacks, msg, msglen);
+            rc = decode_folded(p, copy, len, &res->dropped_lines, &res->stacks, err);
         }
     }
     free(owned);
@@ -196,7 +196,7 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
     if (rc == 0 && pprof &&
         (res->typed_app = typed_app(res->series.app, pa_profile_meta(p, "mode"))) &&
         !pa_coll_valid_app(res->typed_app))
-        rc = fail(400, msg, msglen, "name: the application name is longer than %d bytes",
+        rc = fail(400, err, "name: the application name is longer than %d bytes",
                   PA_COLL_MAX_APP_LEN);
     if (rc == 0) {
         res->samples = pa_profile_total(p);
@@ -204,7 +204,7 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
          * the blob is several times smaller than folded text before compression, which is
          * where ingest spends its CPU (see docs/collector-api.md, "Storage"). */
         if (pa_coll_profile_blob(p, &res->blob, &res->blob_len) != 0)
-            rc = fail(500, msg, msglen, "cannot encode the profile");
+            rc = fail(500, err, "cannot encode the profile");
     }
     pa_profile_free(p);
     return rc;
@@ -229,8 +229,8 @@ struct pa_coll_upload pa_coll_upload_of(const struct pa_coll_ingest_result *res,
 
 int pa_coll_profile_blob(const pa_profile *p, uint8_t **out, size_t *len) {
     pa_buf pb = {0};
-    pa_error err = {{0}};
-    int rc = pa_pprof_encode(p, 0, &pb, &err) != 0 ||
+    pa_error perr = {{0}};
+    int rc = pa_pprof_encode(p, 0, &pb, &perr) != 0 ||
                      pa_coll_gzip((const uint8_t *)pb.data, pb.len, out, len) != 0
                  ? -1
                  : 0;

@@ -32,9 +32,9 @@ struct pa_coll_ingest_result {
     char *typed_app; /* "APP.MODE" for a pprof upload named "APP" (NULL: series.app as is) */
 };
 
-/* 0, or an HTTP status (400, 413, 415, 422, 503) with msg. The result must be freed either way. */
+/* 0, or an HTTP status (400, 413, 415, 422, 503) with err. The result must be freed either way. */
 int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
-                          struct pa_coll_ingest_result *res, char *msg, size_t msglen);
+                          struct pa_coll_ingest_result *res, pa_error *err);
 void pa_coll_ingest_result_free(struct pa_coll_ingest_result *res);
 
 /* The row the store keeps for a decoded upload (pointers into res, which must outlive it). */

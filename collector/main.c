@@ -15,10 +15,10 @@
 
 int main(int argc, char **argv) {
     struct pa_coll_options o;
-    char msg[512];
-    int rc = pa_coll_options_parse(argc, argv, &o, msg, sizeof msg);
+    pa_error err = {""};
+    int rc = pa_coll_options_parse(argc, argv, &o, &err);
     if (rc != 0) {
-        fprintf(stderr, "pyagent-collector: %s\n(see pyagent-collector --help)\n", msg);
+        fprintf(stderr, "pyagent-collector: %s\n(see pyagent-collector --help)\n", err.msg);
         pa_coll_options_free(&o);
         return rc;
     }
@@ -49,8 +49,8 @@ int main(int argc, char **argv) {
     struct pa_coll_store *st;
     struct pa_coll_store_options so = {
         .sync = o.sync, .retention = o.retention, .retention_every = o.retention_interval};
-    if (pa_coll_store_open(&st, o.db, &so, msg, sizeof msg) != 0) {
-        fprintf(stderr, "pyagent-collector: %s\n", msg);
+    if (pa_coll_store_open(&st, o.db, &so, &err) != 0) {
+        fprintf(stderr, "pyagent-collector: %s\n", err.msg);
         pa_coll_options_free(&o);
         return 1;
     }
@@ -73,8 +73,8 @@ int main(int argc, char **argv) {
         .store = st,
     };
     unsigned port;
-    if (pa_coll_server_start(&srv, &cfg, &port, msg, sizeof msg) != 0) {
-        fprintf(stderr, "pyagent-collector: %s\n", msg);
+    if (pa_coll_server_start(&srv, &cfg, &port, &err) != 0) {
+        fprintf(stderr, "pyagent-collector: %s\n", err.msg);
         pa_coll_store_close(st);
         pa_coll_options_free(&o);
         return 1;

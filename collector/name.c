@@ -1,7 +1,6 @@
-/* name.c: parsing series names and selectors. The character rules are Pyroscope's (app
- * names [A-Za-z0-9_./-], label names [A-Za-z0-9_.]); label values may hold anything printable
- * except the separators , { } = and the quote, so that the canonical string "k=v,k2=v2" can
- * always be split again without escaping. */
+/* name.c: parsing series names and selectors, the one parser of the grammar
+ * APP{k=v,...} / APP{k="v",k2=~"re",...} in the tree. The characters each piece may hold are
+ * Pyroscope's rules, kept beside the uploader's use of them in profile/series.c. */
 #include "name.h"
 
 #include <stdarg.h>
@@ -9,26 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *msg, size_t msglen, const char *fmt, ...) {
+#include "profile.h"
+
+static int fail(pa_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    pa_vfail(err, fmt, ap);
     va_end(ap);
     return 400;
-}
-
-static bool app_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == '/' || c == '-';
-}
-
-static bool key_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.';
-}
-
-static bool value_char(unsigned char c) {
-    return c >= 0x20 && c != 0x7f && c != ',' && c != '{' && c != '}' && c != '=' && c != '"';
 }
 
 bool pa_coll_valid_app(const char *app) {
@@ -36,7 +23,7 @@ bool pa_coll_valid_app(const char *app) {
     if (n == 0 || n > PA_COLL_MAX_APP_LEN)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!app_char(app[i]))
+        if (!pa_series_app_char(app[i]))
             return false;
     return true;
 }
@@ -53,13 +40,13 @@ static void trim_end(char *start, char *end) {
 }
 
 /* Splits "app{...}" in place: *app gets the name, *body the inside of the braces (or NULL). */
-static int split_name(char *buf, char **app, char **body, char *msg, size_t msglen) {
+static int split_name(char *buf, char **app, char **body, pa_error *err) {
     char *brace = strchr(buf, '{');
     *body = NULL;
     if (brace) {
         size_t n = strlen(brace);
         if (brace[n - 1] != '}')
-            return fail(msg, msglen, "name: the label set must end with '}'");
+            return fail(err, "name: the label set must end with '}'");
         brace[n - 1] = '\0';
         *brace = '\0';
         *body = brace + 1;
@@ -67,43 +54,41 @@ static int split_name(char *buf, char **app, char **body, char *msg, size_t msgl
     *app = buf;
     trim_end(buf, buf + strlen(buf));
     if (**app == '\0')
-        return fail(msg, msglen, "name: the application name is empty");
+        return fail(err, "name: the application name is empty");
     if (strlen(*app) > PA_COLL_MAX_APP_LEN)
-        return fail(msg, msglen, "name: the application name is longer than %d bytes",
-                    PA_COLL_MAX_APP_LEN);
+        return fail(err, "name: the application name is longer than %d bytes", PA_COLL_MAX_APP_LEN);
     for (const char *p = *app; *p; p++)
-        if (!app_char(*p))
-            return fail(msg, msglen,
+        if (!pa_series_app_char(*p))
+            return fail(err,
                         "name: character 0x%02x is not allowed in an application "
                         "name (allowed: A-Z a-z 0-9 _ . / -)",
                         (unsigned char)*p);
     return 0;
 }
 
-static int check_key(const char *k, char *msg, size_t msglen) {
+static int check_key(const char *k, pa_error *err) {
     size_t n = strlen(k);
     if (n == 0)
-        return fail(msg, msglen, "labels: a label name is empty");
+        return fail(err, "labels: a label name is empty");
     if (n > PA_COLL_MAX_KEY_LEN)
-        return fail(msg, msglen, "labels: a label name is longer than %d bytes",
-                    PA_COLL_MAX_KEY_LEN);
+        return fail(err, "labels: a label name is longer than %d bytes", PA_COLL_MAX_KEY_LEN);
     for (size_t i = 0; i < n; i++)
-        if (!key_char(k[i]))
-            return fail(msg, msglen,
+        if (!pa_series_label_char(k[i]))
+            return fail(err,
                         "labels: character 0x%02x is not allowed in label name '%.64s' "
                         "(allowed: A-Z a-z 0-9 _ .)",
                         (unsigned char)k[i], k);
     return 0;
 }
 
-static int check_value(const char *k, const char *v, char *msg, size_t msglen) {
+static int check_value(const char *k, const char *v, pa_error *err) {
     size_t n = strlen(v);
     if (n > PA_COLL_MAX_VALUE_LEN)
-        return fail(msg, msglen, "labels: the value of '%.64s' is longer than %d bytes", k,
+        return fail(err, "labels: the value of '%.64s' is longer than %d bytes", k,
                     PA_COLL_MAX_VALUE_LEN);
     for (size_t i = 0; i < n; i++)
-        if (!value_char((unsigned char)v[i]))
-            return fail(msg, msglen,
+        if (!pa_series_value_char(v[i]))
+            return fail(err,
                         "labels: character 0x%02x is not allowed in the value of "
                         "'%.64s'",
                         (unsigned char)v[i], k);
@@ -114,15 +99,15 @@ static int cmp_label(const void *a, const void *b) {
     return strcmp(((const struct pa_coll_label *)a)->key, ((const struct pa_coll_label *)b)->key);
 }
 
-int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, size_t msglen) {
+int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *err) {
     memset(s, 0, sizeof *s);
     if (name == NULL || *name == '\0')
-        return fail(msg, msglen, "name: the 'name' parameter is missing (APP.cpu{k=v,...})");
+        return fail(err, "name: the 'name' parameter is missing (APP.cpu{k=v,...})");
     s->buf = strdup(name);
     if (s->buf == NULL)
-        return fail(msg, msglen, "out of memory");
+        return fail(err, "out of memory");
     char *app, *body;
-    int rc = split_name(s->buf, &app, &body, msg, msglen);
+    int rc = split_name(s->buf, &app, &body, err);
     if (rc)
         return rc;
     s->app = app;
@@ -131,18 +116,18 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, 
     char *p = skip_space(body);
     while (*p) {
         if (s->nlabels == PA_COLL_MAX_LABELS)
-            return fail(msg, msglen, "labels: more than %d labels", PA_COLL_MAX_LABELS);
+            return fail(err, "labels: more than %d labels", PA_COLL_MAX_LABELS);
         char *comma = strchr(p, ',');
         if (comma)
             *comma = '\0';
         char *eq = strchr(p, '=');
         if (eq == NULL)
-            return fail(msg, msglen, "labels: '%.64s' is not of the form key=value", p);
+            return fail(err, "labels: '%.64s' is not of the form key=value", p);
         *eq = '\0';
         trim_end(p, eq);
         char *v = skip_space(eq + 1);
         trim_end(v, v + strlen(v));
-        if ((rc = check_key(p, msg, msglen)) || (rc = check_value(p, v, msg, msglen)))
+        if ((rc = check_key(p, err)) || (rc = check_value(p, v, err)))
             return rc;
         s->labels[s->nlabels++] = (struct pa_coll_label){p, v};
         if (comma == NULL)
@@ -154,7 +139,7 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, 
     qsort(s->labels, s->nlabels, sizeof s->labels[0], cmp_label);
     for (size_t i = 1; i < s->nlabels; i++)
         if (strcmp(s->labels[i].key, s->labels[i - 1].key) == 0)
-            return fail(msg, msglen, "labels: '%.64s' appears twice", s->labels[i].key);
+            return fail(err, "labels: '%.64s' appears twice", s->labels[i].key);
     return 0;
 }
 
@@ -207,26 +192,25 @@ static char *read_value(char *p, char **value) {
     return *p == '\0' ? p : NULL;
 }
 
-int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char *msg,
-                           size_t msglen) {
+int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_error *err) {
     memset(sel, 0, sizeof *sel);
     if (query == NULL || *query == '\0')
-        return fail(msg, msglen, "query: the 'query' parameter is missing (APP.cpu{k=v,...})");
+        return fail(err, "query: the 'query' parameter is missing (APP.cpu{k=v,...})");
     sel->buf = strdup(query);
     if (sel->buf == NULL)
-        return fail(msg, msglen, "out of memory");
+        return fail(err, "out of memory");
     char *app, *body;
-    int rc = split_name(sel->buf, &app, &body, msg, msglen);
+    int rc = split_name(sel->buf, &app, &body, err);
     if (rc)
         return rc;
     sel->app = app;
     char *p = body ? skip_space(body) : "";
     while (*p) {
         if (sel->nmatchers == PA_COLL_MAX_LABELS)
-            return fail(msg, msglen, "query: more than %d matchers", PA_COLL_MAX_LABELS);
+            return fail(err, "query: more than %d matchers", PA_COLL_MAX_LABELS);
         struct pa_coll_matcher *m = &sel->m[sel->nmatchers];
         char *k = p;
-        while (key_char(*p))
+        while (pa_series_label_char(*p))
             p++;
         char *kend = p;
         p = skip_space(p);
@@ -239,15 +223,15 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char
         else if (p[0] == '=')
             m->op = PA_MATCH_EQ, p += 1;
         else
-            return fail(msg, msglen, "query: expected =, !=, =~ or !~ after label name '%.*s'",
+            return fail(err, "query: expected =, !=, =~ or !~ after label name '%.*s'",
                         (int)(kend - k > 64 ? 64 : kend - k), k);
         *kend = '\0';
-        if ((rc = check_key(k, msg, msglen)))
+        if ((rc = check_key(k, err)))
             return rc;
         char *v;
         p = read_value(skip_space(p), &v);
         if (p == NULL)
-            return fail(msg, msglen, "query: unterminated quoted value for '%.64s'", k);
+            return fail(err, "query: unterminated quoted value for '%.64s'", k);
         m->key = k;
         m->value = v;
         if (m->op == PA_MATCH_RE || m->op == PA_MATCH_NRE) {
@@ -255,12 +239,12 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char
             size_t n = strlen(v) + 5;
             char *anchored = malloc(n);
             if (anchored == NULL)
-                return fail(msg, msglen, "out of memory");
+                return fail(err, "out of memory");
             snprintf(anchored, n, "^(%s)$", v);
-            int err = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
+            int bad = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
             free(anchored);
-            if (err)
-                return fail(msg, msglen, "query: invalid regular expression for '%.64s'", k);
+            if (bad)
+                return fail(err, "query: invalid regular expression for '%.64s'", k);
         }
         sel->nmatchers++;
         p = skip_space(p);

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../base/error.h"
+
 #define PA_COLL_MAX_LABELS 30 /* Pyroscope's per-series limit */
 #define PA_COLL_MAX_APP_LEN 256
 #define PA_COLL_MAX_KEY_LEN 1024   /* Pyroscope's label name limit */
@@ -28,8 +30,8 @@ struct pa_coll_series {
     struct pa_coll_label labels[PA_COLL_MAX_LABELS]; /* sorted by key */
 };
 
-/* Parses an ingest name. Returns 0, or 400 with a one-line reason in msg. */
-int pa_coll_series_parse(struct pa_coll_series *s, const char *name, char *msg, size_t msglen);
+/* Parses an ingest name. Returns 0, or 400 with a one-line reason in err. */
+int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *err);
 /* The canonical label string "k=v,k2=v2" (empty when there are no labels); malloc'ed. */
 char *pa_coll_series_labels(const struct pa_coll_series *s);
 void pa_coll_series_free(struct pa_coll_series *s);
@@ -50,9 +52,8 @@ struct pa_coll_selector {
     struct pa_coll_matcher m[PA_COLL_MAX_LABELS];
 };
 
-/* Parses a query selector. Values may be bare or double-quoted. 0, or 400 with msg. */
-int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, char *msg,
-                           size_t msglen);
+/* Parses a query selector. Values may be bare or double-quoted. 0, or 400 with err. */
+int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_error *err);
 /* Does a canonical label string satisfy every matcher? A missing label reads as "". */
 bool pa_coll_selector_matches(const struct pa_coll_selector *sel, const char *labels);
 void pa_coll_selector_free(struct pa_coll_selector *sel);

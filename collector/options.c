@@ -43,18 +43,18 @@ const char pa_coll_usage[] =
     "Environment: PYAGENT_COLLECTOR_TOKEN is used when neither --token nor --token-file is "
     "given.\n";
 
-static int usage_error(char *msg, size_t msglen, const char *fmt, ...) {
+static int usage_error(pa_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    pa_vfail(err, fmt, ap);
     va_end(ap);
     return 2;
 }
 
-static char *read_token_file(const char *path, char *msg, size_t msglen) {
+static char *read_token_file(const char *path, pa_error *err) {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        usage_error(msg, msglen, "--token-file: cannot open %s", path);
+        usage_error(err, "--token-file: cannot open %s", path);
         return NULL;
     }
     char line[1024];
@@ -66,12 +66,11 @@ static char *read_token_file(const char *path, char *msg, size_t msglen) {
     }
     fclose(f);
     if (tok == NULL)
-        usage_error(msg, msglen, "--token-file: %s holds no token on its first line", path);
+        usage_error(err, "--token-file: %s holds no token on its first line", path);
     return tok;
 }
 
-int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char *msg,
-                          size_t msglen) {
+int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_error *err) {
     enum {
         O_LISTEN = 1000,
         O_DB,
@@ -154,20 +153,20 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
             break;
         case O_RETENTION:
             if (pa_coll_parse_duration(optarg, &o->retention) != 0)
-                return usage_error(msg, msglen,
-                                   "--retention: '%s' is not a duration (e.g. 7d, 12h, 0)", optarg);
+                return usage_error(err, "--retention: '%s' is not a duration (e.g. 7d, 12h, 0)",
+                                   optarg);
             break;
         case O_RETENTION_INTERVAL:
             if (pa_coll_parse_duration(optarg, &d) != 0 || d <= 0)
-                return usage_error(msg, msglen,
-                                   "--retention-interval: '%s' is not a positive duration", optarg);
+                return usage_error(err, "--retention-interval: '%s' is not a positive duration",
+                                   optarg);
             o->retention_interval = d;
             break;
         case O_MAX_BODY:
         case O_MAX_DECOMP:
         case O_MAX_DECOMP_TOTAL:
             if (pa_coll_parse_size(optarg, &n) != 0 || n < 1024 || n > (1ull << 32))
-                return usage_error(msg, msglen, "%s: '%s' is not a size from 1K to 4G (e.g. 16M)",
+                return usage_error(err, "%s: '%s' is not a size from 1K to 4G (e.g. 16M)",
                                    c == O_MAX_BODY     ? "--max-body"
                                    : c == O_MAX_DECOMP ? "--max-decompressed"
                                                        : "--max-decompressed-total",
@@ -179,12 +178,12 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
         case O_TOKEN:
             free(o->token);
             if (*optarg == '\0')
-                return usage_error(msg, msglen, "--token: the token is empty");
+                return usage_error(err, "--token: the token is empty");
             o->token = strdup(optarg);
             break;
         case O_TOKEN_FILE:
             free(o->token);
-            if ((o->token = read_token_file(optarg, msg, msglen)) == NULL)
+            if ((o->token = read_token_file(optarg, err)) == NULL)
                 return 2;
             break;
         case O_THREADS:
@@ -217,8 +216,8 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
             char *end;
             long v = strtol(optarg, &end, 10);
             if (*end != '\0' || v < 1 || v > counts[k].max)
-                return usage_error(msg, msglen, "%s: '%s' is not a number from 1 to %ld",
-                                   counts[k].name, optarg, counts[k].max);
+                return usage_error(err, "%s: '%s' is not a number from 1 to %ld", counts[k].name,
+                                   optarg, counts[k].max);
             *(unsigned *)((char *)o + counts[k].field) = (unsigned)v;
             break;
         }
@@ -229,8 +228,7 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
                                : c == O_HEADER_TIMEOUT ? "--header-timeout"
                                                        : "--body-timeout";
             if (pa_coll_parse_duration(optarg, &d) != 0 || d < 1 || d > 3600)
-                return usage_error(msg, msglen, "%s: '%s' is not a duration from 1s to 1h", name,
-                                   optarg);
+                return usage_error(err, "%s: '%s' is not a duration from 1s to 1h", name, optarg);
             *(c == O_QUERY_TIMEOUT    ? &o->query_timeout_ms
               : c == O_HEADER_TIMEOUT ? &o->header_timeout_ms
                                       : &o->body_timeout_ms) = (unsigned)d * 1000;
@@ -242,19 +240,19 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
             else if (strcmp(optarg, "normal") == 0)
                 o->sync = PA_SYNC_NORMAL;
             else
-                return usage_error(msg, msglen, "--sync: '%s' is not full or normal", optarg);
+                return usage_error(err, "--sync: '%s' is not full or normal", optarg);
             break;
         case O_GRACE:
             if (pa_coll_parse_duration(optarg, &d) != 0 || d > 3600)
-                return usage_error(msg, msglen, "--shutdown-grace: '%s' is not a duration up to 1h",
+                return usage_error(err, "--shutdown-grace: '%s' is not a duration up to 1h",
                                    optarg);
             o->grace_ms = (unsigned)d * 1000;
             break;
         case O_SOURCE_ROOT: {
             const char *eq = strchr(optarg, '=');
             if (eq == NULL || eq == optarg || eq[1] != '/' || optarg[0] != '/')
-                return usage_error(
-                    msg, msglen, "--source-root: '%s' is not OLD=NEW with absolute paths", optarg);
+                return usage_error(err, "--source-root: '%s' is not OLD=NEW with absolute paths",
+                                   optarg);
             free(o->source_from);
             free(o->source_to);
             o->source_from = strndup(optarg, (size_t)(eq - optarg));
@@ -269,15 +267,14 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char
             return 0;
         default:
             if (optopt)
-                return usage_error(msg, msglen, "option needs a value or is unknown: %s",
-                                   argv[optind - 1]);
-            return usage_error(msg, msglen, "unknown option: %s", argv[optind - 1]);
+                return usage_error(err, "option needs a value or is unknown: %s", argv[optind - 1]);
+            return usage_error(err, "unknown option: %s", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return usage_error(msg, msglen, "unexpected argument: %s", argv[optind]);
+        return usage_error(err, "unexpected argument: %s", argv[optind]);
     if (o->db == NULL || *o->db == '\0')
-        return usage_error(msg, msglen, "--db FILE is required");
+        return usage_error(err, "--db FILE is required");
     if (o->max_decompressed < o->max_body)
         o->max_decompressed = o->max_body;
     if (o->max_decompressed_total == 0)

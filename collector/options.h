@@ -26,9 +26,8 @@ struct pa_coll_options {
     int help, version;
 };
 
-/* 0; 2 with msg for a usage error. */
-int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, char *msg,
-                          size_t msglen);
+/* 0; 2 with err for a usage error. */
+int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_error *err);
 void pa_coll_options_free(struct pa_coll_options *o);
 extern const char pa_coll_usage[];
 

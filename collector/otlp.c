@@ -30,8 +30,13 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue AnyValue;
 typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
     Request;
 
-static int fail(char *msg, size_t msglen, int status, const char *fmt, const char *arg) {
-    snprintf(msg, msglen, fmt, arg);
+static int fail(pa_error *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(pa_error *err, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pa_vfail(err, fmt, ap);
+    va_end(ap);
     return status;
 }
 
@@ -77,11 +82,11 @@ static const char *sample_service(const Opentelemetry__Proto__Profiles__V1develo
 
 /* The frames of a location, leaf first, appended to frames (interned in p). */
 static int location_frames(pa_profile *p, const Dictionary *d, int32_t li, uint32_t **frames,
-                           size_t *n, size_t *cap, char *msg, size_t msglen) {
+                           size_t *n, size_t *cap, pa_error *err) {
     const Opentelemetry__Proto__Profiles__V1development__Location *loc =
         AT(d->location_table, d->n_location_table, li);
     if (!loc)
-        return fail(msg, msglen, 400, "a stack refers to a location out of the table%s", "");
+        return fail(err, 400, "a stack refers to a location out of the table");
     pa_buf name = {0};
     size_t lines = loc->n_lines ? loc->n_lines : 1;
     for (size_t k = 0; k < lines; k++) {
@@ -94,7 +99,7 @@ static int location_frames(pa_profile *p, const Dictionary *d, int32_t li, uint3
             const char *file = f ? str_at(d, f->filename_strindex) : NULL;
             if (!f) {
                 pa_buf_free(&name);
-                return fail(msg, msglen, 400, "a line refers to a function out of the table%s", "");
+                return fail(err, 400, "a line refers to a function out of the table");
             }
             pa_buf_puts(&name, fn && *fn ? fn : "<unknown>");
             if (file && *file) {
@@ -144,7 +149,7 @@ static const char *profile_type(const Profile *pr, const Dictionary *d, int *div
 /* One profile: its samples per service, each service's converted and added to the batch. */
 static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Dictionary *d,
                        const char *service, const struct pa_coll_pair *labels, size_t nlabels,
-                       const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
+                       const struct pa_coll_proto_request *rq, pa_error *err) {
     int divide;
     const char *type = profile_type(pr, d, &divide);
     int64_t from = pr->time_unix_nano ? (int64_t)(pr->time_unix_nano / 1000000000u) : rq->now;
@@ -162,7 +167,7 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
             k++;
         if (k == nservices) {
             if (nservices == sizeof services / sizeof services[0])
-                return fail(msg, msglen, 400, "a profile names more than 64 services%s", "");
+                return fail(err, 400, "a profile names more than 64 services");
             services[nservices++] = s;
         }
     }
@@ -178,7 +183,7 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
                 continue;
             int64_t v = s->n_values ? s->values[0] : (int64_t)s->n_timestamps_unix_nano;
             if (s->n_values == 0 && s->n_timestamps_unix_nano == 0) {
-                rc = fail(msg, msglen, 400, "sample value is required%s", "");
+                rc = fail(err, 400, "sample value is required");
                 break;
             }
             if (divide && v > 0) /* rounded, without overflowing near INT64_MAX */
@@ -186,12 +191,12 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
             const Opentelemetry__Proto__Profiles__V1development__Stack *st =
                 AT(d->stack_table, d->n_stack_table, s->stack_index);
             if (!st) {
-                rc = fail(msg, msglen, 400, "invalid stack index%s", "");
+                rc = fail(err, 400, "invalid stack index");
                 break;
             }
             size_t n = 0;
             for (size_t k = 0; rc == 0 && k < st->n_location_indices; k++)
-                rc = location_frames(p, d, st->location_indices[k], &frames, &n, &cap, msg, msglen);
+                rc = location_frames(p, d, st->location_indices[k], &frames, &n, &cap, err);
             if (rc || v <= 0 || n == 0)
                 continue;
             for (size_t a = 0, z = n - 1; a < z; a++, z--) { /* leaf first -> root first */
@@ -208,13 +213,13 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
                 pa_profile_set_meta(p, "rate", r);
             }
             pa_buf name = {0}, pprof = {0};
-            pa_error err = {{0}};
-            rc = pa_coll_push_name(&name, services[si], type, labels, nlabels, msg, msglen);
-            if (rc == 0 && pa_pprof_encode(p, 0, &pprof, &err) != 0)
-                rc = fail(msg, msglen, 500, "%s", err.msg);
+            pa_error perr = {{0}};
+            rc = pa_coll_push_name(&name, services[si], type, labels, nlabels, err);
+            if (rc == 0 && pa_pprof_encode(p, 0, &pprof, &perr) != 0)
+                rc = fail(err, 500, "%s", perr.msg);
             if (rc == 0)
                 rc = pa_coll_batch_add(b, name.data, "otlp", from, until, rate,
-                                       (const uint8_t *)pprof.data, pprof.len, rq, msg, msglen);
+                                       (const uint8_t *)pprof.data, pprof.len, rq, err);
             pa_buf_free(&name);
             pa_buf_free(&pprof);
         }
@@ -243,7 +248,7 @@ static size_t add_attrs(struct pa_coll_pair *out, size_t n, KeyValue *const *kv,
 
 void pa_coll_handle_otlp(struct pa_coll_store *st, const struct pa_coll_proto_request *rq,
                          struct pa_coll_response *r) {
-    char msg[512] = "";
+    pa_error err = {""};
     const char *ct = rq->content_type ? rq->content_type : "";
     size_t ctn = strcspn(ct, ";");
     if (!((ctn == 22 && strncasecmp(ct, "application/x-protobuf", ctn) == 0) ||
@@ -258,9 +263,9 @@ void pa_coll_handle_otlp(struct pa_coll_store *st, const struct pa_coll_proto_re
     Request *req = (Request *)pa_coll_proto_decode(
         rq,
         &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
-        PA_CODEC_PROTO, &rc, msg, sizeof msg);
+        PA_CODEC_PROTO, &rc, &err);
     if (rc == 0 && !req->dictionary)
-        rc = fail(msg, sizeof msg, 400, "missing profile metadata dictionary%s", "");
+        rc = fail(&err, 400, "missing profile metadata dictionary");
     struct pa_coll_batch b = {0};
     for (size_t i = 0; rc == 0 && i < req->n_resource_profiles; i++) {
         const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp =
@@ -283,14 +288,14 @@ void pa_coll_handle_otlp(struct pa_coll_store *st, const struct pa_coll_proto_re
             if (sp->scope)
                 n = add_attrs(labels, n, sp->scope->attributes, sp->scope->n_attributes, d);
             for (size_t k = 0; rc == 0 && k < sp->n_profiles; k++)
-                rc = add_profile(&b, sp->profiles[k], d, service, labels, n, rq, msg, sizeof msg);
+                rc = add_profile(&b, sp->profiles[k], d, service, labels, n, rq, &err);
         }
     }
-    rc = pa_coll_batch_finish(st, &b, rc, msg, sizeof msg);
+    rc = pa_coll_batch_finish(st, &b, rc, &err);
     if (req)
         protobuf_c_message_free_unpacked(&req->base, NULL);
     if (rc) {
-        pa_coll_respond_text(r, rc == 422 || rc == 413 ? 400 : rc, "%s", msg);
+        pa_coll_respond_text(r, rc == 422 || rc == 413 ? 400 : rc, "%s", err.msg);
         return;
     }
     Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse resp =

@@ -99,11 +99,10 @@ int pa_coll_pool_start(struct pa_coll_pool **out, const struct pa_coll_pool_conf
 }
 
 int pa_coll_pool_submit(struct pa_coll_pool *p, const char *client,
-                        void (*run)(void *arg, bool cancelled), void *arg, char *msg,
-                        size_t msglen) {
+                        void (*run)(void *arg, bool cancelled), void *arg, pa_error *err) {
     struct job *j = calloc(1, sizeof *j);
     if (j == NULL) {
-        snprintf(msg, msglen, "out of memory; retry later");
+        pa_fail(err, "out of memory; retry later");
         return 503;
     }
     j->run = run;
@@ -121,17 +120,16 @@ int pa_coll_pool_submit(struct pa_coll_pool *p, const char *client,
     }
     int status = 0;
     if (p->stopping) {
-        snprintf(msg, msglen, "the collector is shutting down; retry later");
+        pa_fail(err, "the collector is shutting down; retry later");
         status = 503;
     } else if (slot == p->cfg.max_total) {
-        snprintf(msg, msglen, "busy: %u queries are running or queued (the limit); retry later",
-                 total);
+        pa_fail(err, "busy: %u queries are running or queued (the limit); retry later", total);
         status = 503;
     } else if (mine >= p->cfg.max_per_client) {
-        snprintf(msg, msglen,
-                 "busy: %u queries from your address are running or queued (the limit); retry "
-                 "later",
-                 mine);
+        pa_fail(err,
+                "busy: %u queries from your address are running or queued (the limit); retry "
+                "later",
+                mine);
         status = 503;
     } else {
         memcpy(p->admitted[slot], j->client, sizeof j->client);

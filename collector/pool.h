@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../base/error.h"
+
 struct pa_coll_pool_config {
     unsigned threads;        /* worker threads */
     unsigned max_total;      /* queries admitted at once (queued or running) */
@@ -21,10 +23,9 @@ struct pa_coll_pool;
 int pa_coll_pool_start(struct pa_coll_pool **out, const struct pa_coll_pool_config *cfg);
 
 /* Admits a job from client: 0, and run(arg, false) is later called on a worker thread with
- * the time budget armed; or 503 with msg when a limit is reached (run is never called). */
+ * the time budget armed; or 503 with err when a limit is reached (run is never called). */
 int pa_coll_pool_submit(struct pa_coll_pool *p, const char *client,
-                        void (*run)(void *arg, bool cancelled), void *arg, char *msg,
-                        size_t msglen);
+                        void (*run)(void *arg, bool cancelled), void *arg, pa_error *err);
 
 /* Jobs still queued are run with cancelled = true (so that each is answered), the running ones
  * finish, the threads are joined; from then on every submit gets a 503. */

@@ -12,14 +12,14 @@
 #include "name.h"
 #include "push/v1/push.pb-c.h"
 
-static int fail(char *msg, size_t msglen, int status, const char *what) {
-    snprintf(msg, msglen, "%s", what);
+static int fail(pa_error *err, int status, const char *what) {
+    pa_fail(err, "%s", what);
     return status;
 }
 
 ProtobufCMessage *pa_coll_proto_decode(const struct pa_coll_proto_request *rq,
                                        const ProtobufCMessageDescriptor *d, int codec, int *status,
-                                       char *msg, size_t msglen) {
+                                       pa_error *err) {
     const uint8_t *body = rq->body;
     size_t len = rq->body_len;
     uint8_t *owned = NULL;
@@ -28,15 +28,14 @@ ProtobufCMessage *pa_coll_proto_decode(const struct pa_coll_proto_request *rq,
     *status = 0;
     if (ce && *ce && strcasecmp(ce, "identity") != 0) {
         if (strcasecmp(ce, "gzip") != 0)
-            *status = fail(msg, msglen, 415, "Content-Encoding: only gzip or none are supported");
+            *status = fail(err, 415, "Content-Encoding: only gzip or none are supported");
         else
             *status = pa_coll_gunzip(rq->body, rq->body_len, rq->max_decompressed, &share, &owned,
-                                     &len, msg, msglen);
+                                     &len, err);
         body = owned;
     }
     ProtobufCMessage *m = NULL;
-    if (*status == 0 &&
-        !(m = pa_coll_connect_decode(d, (enum pa_coll_codec)codec, body, len, msg, msglen)))
+    if (*status == 0 && !(m = pa_coll_connect_decode(d, (enum pa_coll_codec)codec, body, len, err)))
         *status = 400;
     free(owned);
     pa_coll_share_release(&share);
@@ -67,33 +66,32 @@ static int cmp_pair(const void *a, const void *b) {
 }
 
 int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
-                      const struct pa_coll_pair *labels, size_t n, char *msg, size_t msglen) {
+                      const struct pa_coll_pair *labels, size_t n, pa_error *err) {
     if (n > PA_COLL_MAX_LABELS) {
-        snprintf(msg, msglen, "profile series has %zu label names; limit %d", n,
-                 PA_COLL_MAX_LABELS);
+        pa_fail(err, "profile series has %zu label names; limit %d", n, PA_COLL_MAX_LABELS);
         return 400;
     }
     if (!service || !*service)
-        return fail(msg, msglen, 400, "invalid labels: service name is not provided");
+        return fail(err, 400, "invalid labels: service name is not provided");
     struct pa_coll_pair kept[PA_COLL_MAX_LABELS];
     char names[PA_COLL_MAX_LABELS][PA_COLL_MAX_KEY_LEN + 1];
     size_t nk = 0;
     for (size_t i = 0; i < n; i++) {
         if (strlen(labels[i].name) > PA_COLL_MAX_KEY_LEN) {
-            snprintf(msg, msglen, "label name too long: '%.64s...'", labels[i].name);
+            pa_fail(err, "label name too long: '%.64s...'", labels[i].name);
             return 400;
         }
         if (strlen(labels[i].value) > PA_COLL_MAX_VALUE_LEN) {
-            snprintf(msg, msglen, "label value too long: the value of '%.64s'", labels[i].name);
+            pa_fail(err, "label value too long: the value of '%.64s'", labels[i].name);
             return 400;
         }
         if (sanitize_name(labels[i].name, names[nk], sizeof names[nk]) != 0) {
-            snprintf(msg, msglen, "invalid label name '%.64s'", labels[i].name);
+            pa_fail(err, "invalid label name '%.64s'", labels[i].name);
             return 400;
         }
         for (size_t k = 0; k < nk; k++)
             if (strcmp(names[k], names[nk]) == 0) {
-                snprintf(msg, msglen, "duplicate label name: '%.64s'", names[nk]);
+                pa_fail(err, "duplicate label name: '%.64s'", names[nk]);
                 return 400;
             }
         if (strncmp(names[nk], "__", 2) == 0 || strcmp(names[nk], "service_name") == 0 ||
@@ -101,12 +99,12 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
             nk++; /* counted for duplicates, but Pyroscope's own: not a label of the series */
             continue;
         }
-        for (const unsigned char *v = (const unsigned char *)labels[i].value; *v; v++)
-            if (*v < 0x20 || *v == 0x7f || strchr(",{}=\"", *v)) {
-                snprintf(msg, msglen,
-                         "the value of label '%.64s' holds one of , { } = \" or a control "
-                         "character, which pyagent-collector's series names cannot hold",
-                         names[nk]);
+        for (const char *v = labels[i].value; *v; v++)
+            if (!pa_series_value_char(*v)) {
+                pa_fail(err,
+                        "the value of label '%.64s' holds one of , { } = \" or a control "
+                        "character, which pyagent-collector's series names cannot hold",
+                        names[nk]);
                 return 400;
             }
         kept[nk] = (struct pa_coll_pair){names[nk], labels[i].value};
@@ -125,12 +123,10 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
     size_t start = out->len;
     for (const char *s = service; *s; s++) {
         char c = *s;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '_' || c == '.' || c == '/' || c == '-';
-        pa_buf_append(out, ok ? &c : "_", 1);
+        pa_buf_append(out, pa_series_app_char(c) ? &c : "_", 1);
     }
     if (out->len - start > PA_COLL_MAX_APP_LEN - 16)
-        return fail(msg, msglen, 400, "the service name is too long");
+        return fail(err, 400, "the service name is too long");
     if (type && *type)
         pa_buf_printf(out, ".%s", strcmp(type, "process_cpu") == 0 ? "cpu" : type);
     pa_buf_puts(out, "{");
@@ -186,7 +182,7 @@ static void pprof_times(const uint8_t *p, size_t n, uint64_t *time_ns, uint64_t 
 
 int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
                       int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
-                      const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
+                      const struct pa_coll_proto_request *rq, pa_error *err) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 8;
         struct pa_coll_ingest_result *v = realloc(b->v, cap * sizeof *v);
@@ -194,7 +190,7 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy
             b->v = v;
         char **spies = v ? realloc(b->spy, cap * sizeof *spies) : NULL;
         if (!spies)
-            return fail(msg, msglen, 503, "out of memory; retry later");
+            return fail(err, 503, "out of memory; retry later");
         b->spy = spies;
         b->cap = cap;
     }
@@ -215,24 +211,24 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy
         .now = rq->now,
     };
     struct pa_coll_ingest_result *res = &b->v[b->n];
-    int rc = pa_coll_ingest_decode(&in, res, msg, msglen);
+    int rc = pa_coll_ingest_decode(&in, res, err);
     if (rc) {
         pa_coll_ingest_result_free(res);
         return rc;
     }
     if (!(b->spy[b->n] = strdup(spy))) {
         pa_coll_ingest_result_free(res);
-        return fail(msg, msglen, 503, "out of memory; retry later");
+        return fail(err, 503, "out of memory; retry later");
     }
     b->n++;
     return 0;
 }
 
-int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status, char *msg,
-                         size_t msglen) {
+int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status,
+                         pa_error *err) {
     for (size_t i = 0; status == 0 && i < b->n; i++) {
         struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], b->spy[i]);
-        status = pa_coll_store_insert(st, &u, msg, msglen);
+        status = pa_coll_store_insert(st, &u, err);
     }
     for (size_t i = 0; i < b->n; i++) {
         pa_coll_ingest_result_free(&b->v[i]);
@@ -248,12 +244,12 @@ int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int 
 
 /* One series' profiles into the batch. */
 static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries *s,
-                      const struct pa_coll_proto_request *rq, char *msg, size_t msglen) {
+                      const struct pa_coll_proto_request *rq, pa_error *err) {
     struct pa_coll_pair ls[PA_COLL_MAX_LABELS + 1];
     const char *service = NULL, *type = NULL, *spy = NULL;
     if (s->n_labels > PA_COLL_MAX_LABELS) {
-        snprintf(msg, msglen, "profile series has %zu label names; limit %d", s->n_labels,
-                 PA_COLL_MAX_LABELS);
+        pa_fail(err, "profile series has %zu label names; limit %d", s->n_labels,
+                PA_COLL_MAX_LABELS);
         return 400;
     }
     for (size_t i = 0; i < s->n_labels; i++) {
@@ -266,7 +262,7 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
             spy = ls[i].value; /* the client, as /ingest's spyName: not a label of the series */
     }
     pa_buf name = {0};
-    int rc = pa_coll_push_name(&name, service, type, ls, s->n_labels, msg, msglen);
+    int rc = pa_coll_push_name(&name, service, type, ls, s->n_labels, err);
     for (size_t k = 0; rc == 0 && k < s->n_samples; k++) {
         const ProtobufCBinaryData *raw = &s->samples[k]->raw_profile;
         struct pa_coll_share share = {rq->budget, 0};
@@ -274,7 +270,7 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
         const uint8_t *data = raw->data ? raw->data : (const uint8_t *)"";
         size_t len = raw->len;
         if (pa_coll_is_gzip(data, len)) {
-            rc = pa_coll_gunzip(data, len, rq->max_decompressed, &share, &plain, &len, msg, msglen);
+            rc = pa_coll_gunzip(data, len, rq->max_decompressed, &share, &plain, &len, err);
             data = plain;
         }
         uint64_t t = 0, dur = 0, period = 0;
@@ -286,7 +282,7 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
             int64_t rate =
                 period > 0 && period <= 1000000000u ? (int64_t)(1000000000u / period) : 0;
             rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", from, until, rate, data, len,
-                                   rq, msg, msglen);
+                                   rq, err);
         }
         free(plain);
         pa_coll_share_release(&share);
@@ -297,7 +293,7 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
 
 void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_request *rq,
                          struct pa_coll_response *r) {
-    char msg[512] = "";
+    pa_error err = {""};
     enum pa_coll_codec codec;
     if (pa_coll_connect_codec(rq->content_type, &codec) != 0) {
         pa_coll_respond_text(r, 415,
@@ -308,15 +304,15 @@ void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_re
     }
     int rc;
     Push__V1__PushRequest *req = (Push__V1__PushRequest *)pa_coll_proto_decode(
-        rq, &push__v1__push_request__descriptor, codec, &rc, msg, sizeof msg);
+        rq, &push__v1__push_request__descriptor, codec, &rc, &err);
     struct pa_coll_batch b = {0};
     for (size_t i = 0; rc == 0 && req && i < req->n_series; i++)
-        rc = add_series(&b, req->series[i], rq, msg, sizeof msg);
-    rc = pa_coll_batch_finish(st, &b, rc, msg, sizeof msg);
+        rc = add_series(&b, req->series[i], rq, &err);
+    rc = pa_coll_batch_finish(st, &b, rc, &err);
     if (req)
         protobuf_c_message_free_unpacked(&req->base, NULL);
     if (rc) {
-        pa_coll_connect_error(r, rc, msg);
+        pa_coll_connect_error(r, rc, err.msg);
         return;
     }
     Push__V1__PushResponse resp = PUSH__V1__PUSH_RESPONSE__INIT;

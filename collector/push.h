@@ -36,12 +36,12 @@ void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_re
  * is NULL) from labels under Grafana Pyroscope's rules (pkg/validation): label names
  * [A-Za-z_][A-Za-z0-9_]* once '.' is read as '_', at most 1024 bytes, values at most 2048,
  * no name twice, at most 30 labels counting Pyroscope's own; names starting with "__" are
- * Pyroscope's and are not kept. 0, or 400 with msg. */
+ * Pyroscope's and are not kept. 0, or 400 with err. */
 struct pa_coll_pair {
     const char *name, *value;
 };
 int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
-                      const struct pa_coll_pair *labels, size_t n, char *msg, size_t msglen);
+                      const struct pa_coll_pair *labels, size_t n, pa_error *err);
 
 /* Profiles decoded and checked, waiting to be stored together. */
 struct pa_coll_batch {
@@ -50,19 +50,19 @@ struct pa_coll_batch {
     size_t n, cap;
 };
 /* Decodes one pprof (gzip or plain) of series `name` covering [from, until) into the batch.
- * 0, or a status (400, 413, 422, 503) with msg. */
+ * 0, or a status (400, 413, 422, 503) with err. */
 int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
                       int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
-                      const struct pa_coll_proto_request *rq, char *msg, size_t msglen);
+                      const struct pa_coll_proto_request *rq, pa_error *err);
 /* Stores every profile of the batch if status is 0 (nothing was refused), then frees it.
- * Returns status, or 503 with msg when the store could not commit. */
-int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status, char *msg,
-                         size_t msglen);
+ * Returns status, or 503 with err when the store could not commit. */
+int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status,
+                         pa_error *err);
 
 /* The request message of rq: Content-Encoding (gzip or identity) peeled, then decoded in
- * the codec (connect.h). NULL with *status (400, 413, 415, 422, 503) and msg. */
+ * the codec (connect.h). NULL with *status (400, 413, 415, 422, 503) and err. */
 ProtobufCMessage *pa_coll_proto_decode(const struct pa_coll_proto_request *rq,
                                        const ProtobufCMessageDescriptor *d, int codec, int *status,
-                                       char *msg, size_t msglen);
+                                       pa_error *err);
 
 #endif

@@ -92,23 +92,22 @@ static void hits_free(struct hits *h) {
 }
 
 /* Parses a Pyroscope selector ("{k="v",...}", or "" for all) with the collector's parser. */
-static int parse_selector(const char *text, struct pa_coll_selector *sel, char *msg,
-                          size_t msglen) {
+static int parse_selector(const char *text, struct pa_coll_selector *sel, pa_error *err) {
     pa_buf q = {0};
     pa_buf_puts(&q, "x"); /* the parser wants an application; matchers carry service_name */
     while (text && (*text == ' ' || *text == '\t'))
         text++;
     if (text && *text)
         pa_buf_puts(&q, text);
-    int rc = pa_coll_selector_parse(sel, q.data, msg, msglen);
+    int rc = pa_coll_selector_parse(sel, q.data, err);
     pa_buf_free(&q);
     return rc;
 }
 
 /* Every (series, type) whose view matches one of the selectors (none: all), of type id (NULL:
- * any), stored at some time in [from, until). 0 or a status with msg. */
+ * any), stored at some time in [from, until). 0 or a status with err. */
 static int find(struct pa_coll_store *st, char *const *selectors, size_t nsel, const char *id,
-                int64_t from, int64_t until, struct hits *h, char *msg, size_t msglen) {
+                int64_t from, int64_t until, struct hits *h, pa_error *err) {
     memset(h, 0, sizeof *h);
     struct pa_coll_selector sels[16];
     if (nsel > 16)
@@ -116,8 +115,8 @@ static int find(struct pa_coll_store *st, char *const *selectors, size_t nsel, c
     size_t parsed = 0;
     int rc = 0;
     for (; parsed < nsel && rc == 0; parsed++)
-        rc = parse_selector(selectors[parsed], &sels[parsed], msg, msglen);
-    if (rc == 0 && pa_coll_store_series(st, NULL, pa_coll_series_collect, &h->all, msg, msglen))
+        rc = parse_selector(selectors[parsed], &sels[parsed], err);
+    if (rc == 0 && pa_coll_store_series(st, NULL, pa_coll_series_collect, &h->all, err))
         rc = 500;
     size_t cap = 0;
     for (size_t i = 0; rc == 0 && i < h->all.n; i++) {
@@ -240,13 +239,12 @@ struct weighted {
 /* The profiles of the hits, one per series name (pa_coll_query_profile merges each), with
  * the weight that turns counts into the type's unit. */
 static int merged(struct pa_coll_store *st, const struct hits *h, const char *selector,
-                  int64_t from, int64_t until, struct weighted **out, size_t *nout, char *msg,
-                  size_t msglen) {
+                  int64_t from, int64_t until, struct weighted **out, size_t *nout, pa_error *err) {
     *out = NULL;
     *nout = 0;
     /* The selector's own matchers, as the collector's query syntax. */
     struct pa_coll_selector sel;
-    int rc = parse_selector(selector, &sel, msg, msglen);
+    int rc = parse_selector(selector, &sel, err);
     pa_buf matchers = {0};
     static const char *const ops[] = {"=", "!=", "=~", "!~"};
     for (size_t i = 0; rc == 0 && i < sel.nmatchers; i++) {
@@ -254,7 +252,7 @@ static int merged(struct pa_coll_store *st, const struct hits *h, const char *se
         if (strncmp(m->key, "__", 2) == 0 || strcmp(m->key, "service_name") == 0)
             continue; /* decided per series name by find() */
         if (strchr(m->value, '"')) {
-            snprintf(msg, msglen, "label_selector: a value holding '\"' is not supported");
+            pa_fail(err, "label_selector: a value holding '\"' is not supported");
             rc = 400;
             break;
         }
@@ -271,7 +269,7 @@ static int merged(struct pa_coll_store *st, const struct hits *h, const char *se
         pa_buf q = {0};
         pa_buf_printf(&q, "%s{%s}", h->v[i].s->app, matchers.data ? matchers.data : "");
         pa_profile *p = NULL;
-        rc = pa_coll_query_profile(st, q.data, from, until, &p, NULL, msg, msglen);
+        rc = pa_coll_query_profile(st, q.data, from, until, &p, NULL, err);
         pa_buf_free(&q);
         if (rc)
             break;
@@ -295,12 +293,12 @@ static int merged(struct pa_coll_store *st, const struct hits *h, const char *se
  * seconds), and their merged profiles. */
 static int selection(struct pa_coll_store *st, const char *id, char *selector, int64_t start_ms,
                      int64_t end_ms, int64_t now, int64_t *from, int64_t *until, struct hits *h,
-                     struct weighted **w, size_t *nw, char *msg, size_t msglen) {
+                     struct weighted **w, size_t *nw, pa_error *err) {
     *w = NULL;
     *nw = 0;
     range_of(start_ms, end_ms, now, from, until);
-    int rc = find(st, &selector, 1, id, *from, *until, h, msg, msglen);
-    return rc ? rc : merged(st, h, selector, *from, *until, w, nw, msg, msglen);
+    int rc = find(st, &selector, 1, id, *from, *until, h, err);
+    return rc ? rc : merged(st, h, selector, *from, *until, w, nw, err);
 }
 
 static void weighted_free(struct weighted *w, size_t n) {
@@ -526,11 +524,10 @@ static char **tree_names(const struct tree *t, size_t *n) {
 /* The tree of a SelectMergeStacktraces request into t, side 0 or 1. */
 static int select_tree(struct pa_coll_store *st,
                        const Querier__V1__SelectMergeStacktracesRequest *q, int64_t now,
-                       struct tree *t, int side, char *msg, size_t msglen) {
+                       struct tree *t, int side, pa_error *err) {
     if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
-        snprintf(msg, msglen,
-                 "format: PROFILE_FORMAT_TREE (Pyroscope's internal tree bytes) is not "
-                 "served by pyagent-collector; use PROFILE_FORMAT_FLAMEGRAPH");
+        pa_fail(err, "format: PROFILE_FORMAT_TREE (Pyroscope's internal tree bytes) is not "
+                     "served by pyagent-collector; use PROFILE_FORMAT_FLAMEGRAPH");
         return 400;
     }
     int64_t from, until;
@@ -538,7 +535,7 @@ static int select_tree(struct pa_coll_store *st,
     struct weighted *w = NULL;
     size_t nw = 0;
     int rc = selection(st, q->profile_typeid, q->label_selector, q->start, q->end, now, &from,
-                       &until, &h, &w, &nw, msg, msglen);
+                       &until, &h, &w, &nw, err);
     for (size_t i = 0; rc == 0 && i < nw; i++)
         tree_add(t, &w[i], side);
     weighted_free(w, nw);
@@ -547,14 +544,14 @@ static int select_tree(struct pa_coll_store *st,
 }
 
 static ProtobufCMessage *profile_types(struct pa_coll_store *st, const ProtobufCMessage *in,
-                                       int64_t now, char *msg, size_t msglen, int *rc) {
+                                       int64_t now, pa_error *err, int *rc) {
     const Querier__V1__ProfileTypesRequest *q = (const void *)in;
     int64_t from, until;
     range_of(q->start, q->end, now, &from, &until);
     if (q->start == 0 && q->end == 0)
         from = 0; /* every type ever stored */
     struct hits h;
-    *rc = find(st, NULL, 0, NULL, from, until, &h, msg, msglen);
+    *rc = find(st, NULL, 0, NULL, from, until, &h, err);
     Querier__V1__ProfileTypesResponse *r =
         msg_new(&querier__v1__profile_types_response__descriptor);
     for (size_t i = 0; *rc == 0 && i < h.n; i++) {
@@ -579,11 +576,11 @@ static ProtobufCMessage *profile_types(struct pa_coll_store *st, const ProtobufC
 /* Label names (name NULL) or the values of label name, of the series matching matchers. */
 static ProtobufCMessage *labels_of(struct pa_coll_store *st, char *const *matchers, size_t n,
                                    const char *name, int64_t start, int64_t end, int64_t now,
-                                   char *msg, size_t msglen, int *rc) {
+                                   pa_error *err, int *rc) {
     int64_t from, until;
     range_of(start, end, now, &from, &until);
     struct hits h;
-    *rc = find(st, matchers, n, NULL, from, until, &h, msg, msglen);
+    *rc = find(st, matchers, n, NULL, from, until, &h, err);
     char **v = NULL;
     size_t nv = 0;
     for (size_t i = 0; *rc == 0 && i < h.n; i++) {
@@ -638,12 +635,12 @@ static void pairs_of(const char *labels, char *const *names, size_t n, Types__V1
 }
 
 static ProtobufCMessage *series(struct pa_coll_store *st, const ProtobufCMessage *in, int64_t now,
-                                char *msg, size_t msglen, int *rc) {
+                                pa_error *err, int *rc) {
     const Querier__V1__SeriesRequest *q = (const void *)in;
     int64_t from, until;
     range_of(q->start, q->end, now, &from, &until);
     struct hits h;
-    *rc = find(st, q->matchers, q->n_matchers, NULL, from, until, &h, msg, msglen);
+    *rc = find(st, q->matchers, q->n_matchers, NULL, from, until, &h, err);
     Querier__V1__SeriesResponse *r = msg_new(&querier__v1__series_response__descriptor);
     char **seen = NULL; /* the label sets listed so far */
     size_t nseen = 0;
@@ -688,10 +685,10 @@ static Querier__V1__FlameGraph *flamegraph_of(struct tree *t, int64_t max_nodes)
 
 static ProtobufCMessage *select_merge_stacktraces(struct pa_coll_store *st,
                                                   const ProtobufCMessage *in, int64_t now,
-                                                  char *msg, size_t msglen, int *rc) {
+                                                  pa_error *err, int *rc) {
     const Querier__V1__SelectMergeStacktracesRequest *q = (const void *)in;
     struct tree t = {.names = pa_profile_new()};
-    *rc = select_tree(st, q, now, &t, 0, msg, msglen);
+    *rc = select_tree(st, q, now, &t, 0, err);
     Querier__V1__SelectMergeStacktracesResponse *r =
         msg_new(&querier__v1__select_merge_stacktraces_response__descriptor);
     if (*rc == 0)
@@ -702,18 +699,18 @@ static ProtobufCMessage *select_merge_stacktraces(struct pa_coll_store *st,
 }
 
 static ProtobufCMessage *diff(struct pa_coll_store *st, const ProtobufCMessage *in, int64_t now,
-                              char *msg, size_t msglen, int *rc) {
+                              pa_error *err, int *rc) {
     const Querier__V1__DiffRequest *q = (const void *)in;
     Querier__V1__DiffResponse *r = msg_new(&querier__v1__diff_response__descriptor);
     if (!q->left || !q->right) {
-        snprintf(msg, msglen, "Diff needs both left and right");
+        pa_fail(err, "Diff needs both left and right");
         *rc = 400;
         return &r->base;
     }
     struct tree t = {.names = pa_profile_new()};
-    *rc = select_tree(st, q->left, now, &t, 0, msg, msglen);
+    *rc = select_tree(st, q->left, now, &t, 0, err);
     if (*rc == 0)
-        *rc = select_tree(st, q->right, now, &t, 1, msg, msglen);
+        *rc = select_tree(st, q->right, now, &t, 1, err);
     if (*rc == 0) {
         int64_t mx = q->left->max_nodes ? q->left->max_nodes : 16384;
         limit_nodes(&t, mx);
@@ -739,15 +736,15 @@ static ProtobufCMessage *diff(struct pa_coll_store *st, const ProtobufCMessage *
 /* SelectMergeProfile's answer is pprof, which is what the collector stores: our encoder's
  * bytes are the google.v1.Profile message (re-read with its descriptor for JSON). */
 static int select_merge_profile(struct pa_coll_store *st, const ProtobufCMessage *in, int64_t now,
-                                enum pa_coll_codec codec, struct pa_coll_response *r, char *msg,
-                                size_t msglen) {
+                                enum pa_coll_codec codec, struct pa_coll_response *r,
+                                pa_error *err) {
     const Querier__V1__SelectMergeProfileRequest *q = (const void *)in;
     int64_t from, until;
     struct hits h;
     struct weighted *w = NULL;
     size_t nw = 0;
     int rc = selection(st, q->profile_typeid, q->label_selector, q->start, q->end, now, &from,
-                       &until, &h, &w, &nw, msg, msglen);
+                       &until, &h, &w, &nw, err);
     pa_profile *all = pa_profile_new();
     for (size_t i = 0; i < nw; i++) {
         pa_profile_merge(all, w[i].p);
@@ -764,9 +761,9 @@ static int select_merge_profile(struct pa_coll_store *st, const ProtobufCMessage
     weighted_free(w, nw);
     hits_free(&h);
     pa_buf pb = {0};
-    pa_error err = {{0}};
-    if (rc == 0 && pa_pprof_encode(all, 0, &pb, &err) != 0) {
-        snprintf(msg, msglen, "%s", err.msg);
+    pa_error perr = {{0}};
+    if (rc == 0 && pa_pprof_encode(all, 0, &pb, &perr) != 0) {
+        pa_fail(err, "%s", perr.msg);
         rc = 500;
     }
     pa_profile_free(all);
@@ -823,7 +820,7 @@ static int cmp_group_sum(const void *a, const void *b) {
 }
 
 static ProtobufCMessage *select_series(struct pa_coll_store *st, const ProtobufCMessage *in,
-                                       int64_t now, char *msg, size_t msglen, int *rc) {
+                                       int64_t now, pa_error *err, int *rc) {
     const Querier__V1__SelectSeriesRequest *q = (const void *)in;
     Querier__V1__SelectSeriesResponse *r =
         msg_new(&querier__v1__select_series_response__descriptor);
@@ -835,18 +832,18 @@ static ProtobufCMessage *select_series(struct pa_coll_store *st, const ProtobufC
                                               : 1;
     size_t nb = (size_t)((until - from + step - 1) / step);
     if (nb > 11000) {
-        snprintf(msg, msglen, "step: %lld s makes %zu points; at most 11000", (long long)step, nb);
+        pa_fail(err, "step: %lld s makes %zu points; at most 11000", (long long)step, nb);
         *rc = 400;
         return &r->base;
     }
     struct hits h;
     char *sel = q->label_selector;
-    *rc = find(st, &sel, 1, q->profile_typeid, from, until, &h, msg, msglen);
+    *rc = find(st, &sel, 1, q->profile_typeid, from, until, &h, err);
     /* The rate of each series name, from its merged profile (as SelectMergeStacktraces). */
     struct weighted *w = NULL;
     size_t nw = 0;
     if (*rc == 0)
-        *rc = merged(st, &h, q->label_selector, from, until, &w, &nw, msg, msglen);
+        *rc = merged(st, &h, q->label_selector, from, until, &w, &nw, err);
     struct group *g = NULL;
     size_t ng = 0;
     uint64_t *counts = calloc(nb ? nb : 1, sizeof *counts);
@@ -855,7 +852,7 @@ static ProtobufCMessage *select_series(struct pa_coll_store *st, const ProtobufC
     for (size_t i = 0; *rc == 0 && i < h.n; i++) {
         double weight = app_weight(&h, w, nw, i);
         memset(counts, 0, nb * sizeof *counts);
-        if (pa_coll_store_timeline(st, h.v[i].s, from, step, nb, counts, msg, msglen) != 0) {
+        if (pa_coll_store_timeline(st, h.v[i].s, from, step, nb, counts, err) != 0) {
             *rc = 500;
             break;
         }
@@ -943,14 +940,13 @@ void pa_coll_handle_querier(struct pa_coll_store *st, const char *method, const 
         {"SelectSeries", &querier__v1__select_series_request__descriptor},
         {"Diff", &querier__v1__diff_request__descriptor},
     };
-    char msg[512] = "";
+    pa_error err = {""};
     size_t m = 0;
     while (m < sizeof methods / sizeof methods[0] && strcmp(methods[m].name, method) != 0)
         m++;
     if (m == sizeof methods / sizeof methods[0]) {
-        snprintf(msg, sizeof msg,
-                 "querier.v1.QuerierService/%.64s is not served by pyagent-collector", method);
-        pa_coll_connect_error(r, 404, msg);
+        pa_fail(&err, "querier.v1.QuerierService/%.64s is not served by pyagent-collector", method);
+        pa_coll_connect_error(r, 404, err.msg);
         return;
     }
     enum pa_coll_codec codec;
@@ -961,47 +957,45 @@ void pa_coll_handle_querier(struct pa_coll_store *st, const char *method, const 
                              content_type ? content_type : "");
         return;
     }
-    ProtobufCMessage *in = pa_coll_connect_decode(methods[m].in, codec, body, len, msg, sizeof msg);
+    ProtobufCMessage *in = pa_coll_connect_decode(methods[m].in, codec, body, len, &err);
     if (!in) {
-        pa_coll_connect_error(r, 400, msg);
+        pa_coll_connect_error(r, 400, err.msg);
         return;
     }
     int rc = 0;
     ProtobufCMessage *out = NULL;
     switch (m) {
     case 0:
-        out = profile_types(st, in, now, msg, sizeof msg, &rc);
+        out = profile_types(st, in, now, &err, &rc);
         break;
     case 1: {
         const Types__V1__LabelNamesRequest *q = (const void *)in;
-        out = labels_of(st, q->matchers, q->n_matchers, NULL, q->start, q->end, now, msg,
-                        sizeof msg, &rc);
+        out = labels_of(st, q->matchers, q->n_matchers, NULL, q->start, q->end, now, &err, &rc);
         break;
     }
     case 2: {
         const Types__V1__LabelValuesRequest *q = (const void *)in;
-        out = labels_of(st, q->matchers, q->n_matchers, q->name, q->start, q->end, now, msg,
-                        sizeof msg, &rc);
+        out = labels_of(st, q->matchers, q->n_matchers, q->name, q->start, q->end, now, &err, &rc);
         break;
     }
     case 3:
-        out = series(st, in, now, msg, sizeof msg, &rc);
+        out = series(st, in, now, &err, &rc);
         break;
     case 4:
-        out = select_merge_stacktraces(st, in, now, msg, sizeof msg, &rc);
+        out = select_merge_stacktraces(st, in, now, &err, &rc);
         break;
     case 5:
-        rc = select_merge_profile(st, in, now, codec, r, msg, sizeof msg);
+        rc = select_merge_profile(st, in, now, codec, r, &err);
         break;
     case 6:
-        out = select_series(st, in, now, msg, sizeof msg, &rc);
+        out = select_series(st, in, now, &err, &rc);
         break;
     default:
-        out = diff(st, in, now, msg, sizeof msg, &rc);
+        out = diff(st, in, now, &err, &rc);
         break;
     }
     if (rc)
-        pa_coll_connect_error(r, rc, msg);
+        pa_coll_connect_error(r, rc, err.msg);
     else if (out)
         pa_coll_connect_respond(r, codec, out);
     if (out)

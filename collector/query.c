@@ -44,20 +44,18 @@ void pa_coll_series_list_free(struct pa_coll_series_list *l) {
 
 int pa_coll_time_range(const struct pa_coll_params *q, const char *fromkey, const char *untilkey,
                        const char *default_from, int64_t now, int64_t *from, int64_t *until,
-                       char *msg, size_t msglen) {
+                       pa_error *err) {
     const char *f = pa_coll_param(q, fromkey), *u = pa_coll_param(q, untilkey);
     if (pa_coll_parse_query_time(f ? f : default_from, now, 0, from) != 0) {
-        snprintf(msg, msglen, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", fromkey,
-                 f);
+        pa_fail(err, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", fromkey, f);
         return 400;
     }
     if (pa_coll_parse_query_time(u ? u : "now", now, 1, until) != 0) {
-        snprintf(msg, msglen, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", untilkey,
-                 u);
+        pa_fail(err, "%s: '%.64s' is not a time (seconds, ms, now, now-1h, ...)", untilkey, u);
         return 400;
     }
     if (*until <= *from) {
-        snprintf(msg, msglen, "%s must be after %s", untilkey, fromkey);
+        pa_fail(err, "%s must be after %s", untilkey, fromkey);
         return 400;
     }
     return 0;
@@ -67,17 +65,16 @@ struct merge_ctx {
     pa_profile *p;
     uint64_t uploads;
     int status; /* why the walk was stopped */
-    char *msg;
-    size_t msglen;
+    pa_error *err;
 };
 
 static int merge_row(void *ctx, const struct pa_coll_row *r) {
     struct merge_ctx *m = ctx;
     if (pa_coll_budget_spent()) {
-        snprintf(m->msg, m->msglen,
-                 "query: stopped at its time budget (--query-timeout) after %" PRIu64
-                 " uploads; narrow the time range or the selector, or retry later",
-                 m->uploads);
+        pa_fail(m->err,
+                "query: stopped at its time budget (--query-timeout) after %" PRIu64
+                " uploads; narrow the time range or the selector, or retry later",
+                m->uploads);
         m->status = 503;
         return -1;
     }
@@ -85,11 +82,11 @@ static int merge_row(void *ctx, const struct pa_coll_row *r) {
     if (r->samples == 0)
         return 0; /* an idle interval: nothing to add, and the parser rejects empty input */
     pa_parse_stats stats;
-    pa_error err = {{0}};
-    if (pa_profile_parse_buffer(m->p, r->profile, r->profile_len, "stored profile", &stats, &err) !=
-        0) {
-        snprintf(m->msg, m->msglen, "a stored profile of series %" PRId64 " is unreadable: %s",
-                 r->series_id, err.msg);
+    pa_error perr = {{0}};
+    if (pa_profile_parse_buffer(m->p, r->profile, r->profile_len, "stored profile", &stats,
+                                &perr) != 0) {
+        pa_fail(m->err, "a stored profile of series %" PRId64 " is unreadable: %s", r->series_id,
+                perr.msg);
         m->status = 500;
         return -1;
     }
@@ -97,22 +94,22 @@ static int merge_row(void *ctx, const struct pa_coll_row *r) {
 }
 
 int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t from, int64_t until,
-                          pa_profile **out, uint64_t *uploads, char *msg, size_t msglen) {
+                          pa_profile **out, uint64_t *uploads, pa_error *err) {
     struct pa_coll_selector sel;
-    int status = pa_coll_selector_parse(&sel, query, msg, msglen);
+    int status = pa_coll_selector_parse(&sel, query, err);
     if (status) {
         pa_coll_selector_free(&sel);
         return status;
     }
     struct pa_coll_series_list l = {.sel = &sel};
-    if (pa_coll_store_series(st, sel.app, pa_coll_series_collect, &l, msg, msglen) != 0) {
+    if (pa_coll_store_series(st, sel.app, pa_coll_series_collect, &l, err) != 0) {
         pa_coll_selector_free(&sel);
         pa_coll_series_list_free(&l);
         return 500;
     }
-    struct merge_ctx m = {.p = pa_profile_new(), .msg = msg, .msglen = msglen};
+    struct merge_ctx m = {.p = pa_profile_new(), .err = err};
     for (size_t i = 0; i < l.n && status == 0; i++)
-        if (pa_coll_store_scan(st, &l.v[i], from, until, merge_row, &m, msg, msglen) != 0)
+        if (pa_coll_store_scan(st, &l.v[i], from, until, merge_row, &m, err) != 0)
             status = m.status ? m.status : 500;
     pa_coll_selector_free(&sel);
     pa_coll_series_list_free(&l);
@@ -159,12 +156,11 @@ static void json_labels(pa_buf *b, const char *labels) {
 void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                          struct pa_coll_response *r) {
     (void)now;
-    char msg[512];
+    pa_error err = {""};
     struct pa_coll_series_list l = {0};
-    if (pa_coll_store_series(st, pa_coll_param(q, "app"), pa_coll_series_collect, &l, msg,
-                             sizeof msg) != 0) {
+    if (pa_coll_store_series(st, pa_coll_param(q, "app"), pa_coll_series_collect, &l, &err) != 0) {
         pa_coll_series_list_free(&l);
-        pa_coll_respond_text(r, 500, "%s", msg);
+        pa_coll_respond_text(r, 500, "%s", err.msg);
         return;
     }
     pa_buf *b = &r->body;
@@ -210,14 +206,13 @@ static const char *param_or(const struct pa_coll_params *q, const char *key, con
 
 void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                            struct pa_coll_response *r) {
-    char msg[512];
+    pa_error err = {""};
     int64_t from, until;
     const char *query = pa_coll_param(q, "query");
     const char *format = param_or(q, "format", "html");
-    int status =
-        pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, msg, sizeof msg);
+    int status = pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, &err);
     if (status) {
-        pa_coll_respond_text(r, status, "%s", msg);
+        pa_coll_respond_text(r, status, "%s", err.msg);
         return;
     }
     pa_render_format f;
@@ -229,25 +224,25 @@ void pa_coll_handle_render(struct pa_coll_store *st, const struct pa_coll_params
         return;
     }
     pa_profile *p;
-    if ((status = pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg))) {
-        pa_coll_respond_text(r, status, "%s", msg);
+    if ((status = pa_coll_query_profile(st, query, from, until, &p, NULL, &err))) {
+        pa_coll_respond_text(r, status, "%s", err.msg);
         return;
     }
     char title[1024];
     snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);
     pa_render_args a = {.title = title};
-    pa_error err;
+    pa_error perr;
     r->status = 200;
     r->content_type = f.mime;
     r->disposition = f.disposition;
-    if (pa_render_format_write(&f, p, &a, &r->body, &err) != 0)
-        pa_coll_respond_text(r, 500, "%s: %s", f.name, err.msg);
+    if (pa_render_format_write(&f, p, &a, &r->body, &perr) != 0)
+        pa_coll_respond_text(r, 500, "%s: %s", f.name, perr.msg);
     pa_profile_free(p);
 }
 
 void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                          struct pa_coll_response *r) {
-    char msg[512];
+    pa_error err = {""};
     const char *query = pa_coll_param(q, "query");
     const char *lq = param_or(q, "leftQuery", query), *rq = param_or(q, "rightQuery", query);
     const char *format = param_or(q, "format", "html");
@@ -257,20 +252,17 @@ void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *
     }
     /* Each side's range defaults to from/until, which default to the last hour. */
     int64_t from, until, lf, lu, rf, ru;
-    int status =
-        pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, msg, sizeof msg);
+    int status = pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, &err);
     if (!status && pa_coll_param(q, "leftFrom"))
-        status = pa_coll_time_range(q, "leftFrom", "leftUntil", "now-1h", now, &lf, &lu, msg,
-                                    sizeof msg);
+        status = pa_coll_time_range(q, "leftFrom", "leftUntil", "now-1h", now, &lf, &lu, &err);
     else
         lf = from, lu = until;
     if (!status && pa_coll_param(q, "rightFrom"))
-        status = pa_coll_time_range(q, "rightFrom", "rightUntil", "now-1h", now, &rf, &ru, msg,
-                                    sizeof msg);
+        status = pa_coll_time_range(q, "rightFrom", "rightUntil", "now-1h", now, &rf, &ru, &err);
     else
         rf = from, ru = until;
     if (status) {
-        pa_coll_respond_text(r, status, "%s", msg);
+        pa_coll_respond_text(r, status, "%s", err.msg);
         return;
     }
     if (lq == NULL || rq == NULL) {
@@ -278,11 +270,11 @@ void pa_coll_handle_diff(struct pa_coll_store *st, const struct pa_coll_params *
         return;
     }
     pa_profile *left = NULL, *right = NULL;
-    status = pa_coll_query_profile(st, lq, lf, lu, &left, NULL, msg, sizeof msg);
+    status = pa_coll_query_profile(st, lq, lf, lu, &left, NULL, &err);
     if (!status)
-        status = pa_coll_query_profile(st, rq, rf, ru, &right, NULL, msg, sizeof msg);
+        status = pa_coll_query_profile(st, rq, rf, ru, &right, NULL, &err);
     if (status) {
-        pa_coll_respond_text(r, status, "%s", msg);
+        pa_coll_respond_text(r, status, "%s", err.msg);
     } else {
         char title[2048];
         snprintf(title, sizeof title,
@@ -313,20 +305,19 @@ void pa_coll_url_component(pa_buf *b, const char *s) {
 
 void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_params *q,
                             const char *path, int64_t now, struct pa_coll_response *r) {
-    char msg[512];
+    pa_error err = {""};
     int64_t from, until;
     if (path == NULL) {
         /* Pin the range so every page of this heatmap shows the same data. */
         const char *query = pa_coll_param(q, "query");
-        int status =
-            pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, msg, sizeof msg);
+        int status = pa_coll_time_range(q, "from", "until", "now-1h", now, &from, &until, &err);
         if (!status) {
             struct pa_coll_selector sel;
-            status = pa_coll_selector_parse(&sel, query, msg, sizeof msg);
+            status = pa_coll_selector_parse(&sel, query, &err);
             pa_coll_selector_free(&sel);
         }
         if (status) {
-            pa_coll_respond_text(r, status, "%s", msg);
+            pa_coll_respond_text(r, status, "%s", err.msg);
             return;
         }
         pa_buf loc = {0};
@@ -358,9 +349,9 @@ void pa_coll_handle_heatmap(struct pa_coll_store *st, const struct pa_coll_param
     }
     const char *query = s2 + 1;
     pa_profile *p = NULL;
-    int status = pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg);
+    int status = pa_coll_query_profile(st, query, from, until, &p, NULL, &err);
     if (status) {
-        pa_coll_respond_text(r, status, "%s", msg);
+        pa_coll_respond_text(r, status, "%s", err.msg);
     } else {
         char title[1024];
         snprintf(title, sizeof title, "%s, %" PRId64 " to %" PRId64, query, from, until);

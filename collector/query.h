@@ -11,15 +11,15 @@
 #include "store.h"
 
 /* The merged profile of the series selected by query ("APP.cpu{k=v,...}") over
- * [from, until). 0, or an HTTP status with msg. *uploads gets the number of uploads merged. */
+ * [from, until). 0, or an HTTP status with err. *uploads gets the number of uploads merged. */
 int pa_coll_query_profile(struct pa_coll_store *st, const char *query, int64_t from, int64_t until,
-                          pa_profile **out, uint64_t *uploads, char *msg, size_t msglen);
+                          pa_profile **out, uint64_t *uploads, pa_error *err);
 
 /* The range [from, until) given by parameters fromkey and untilkey (defaults: default_from and
- * now). 0, or 400 with msg naming the parameter. */
+ * now). 0, or 400 with err naming the parameter. */
 int pa_coll_time_range(const struct pa_coll_params *q, const char *fromkey, const char *untilkey,
                        const char *default_from, int64_t now, int64_t *from, int64_t *until,
-                       char *msg, size_t msglen);
+                       pa_error *err);
 
 void pa_coll_handle_apps(struct pa_coll_store *st, const struct pa_coll_params *q, int64_t now,
                          struct pa_coll_response *r);

@@ -98,10 +98,10 @@ void pa_coll_report_heatmap(const pa_profile *p, const char *title, const char *
     const char *to = source_root_to ? source_root_to : empty;
     pa_heatmap_opts o = {
         .title = title, .root_from = &source_root_from, .root_to = &to, .nroots = 1};
-    pa_error err = {{0}};
+    pa_error perr = {{0}};
     snprintf(path, sizeof path, "%s/out", dir);
-    if (pa_render_heatmap(p, &o, path, &err) != 0) {
-        pa_coll_respond_text(r, 500, "heatmap: %s", err.msg);
+    if (pa_render_heatmap(p, &o, path, &perr) != 0) {
+        pa_coll_respond_text(r, 500, "heatmap: %s", perr.msg);
     } else {
         snprintf(path, sizeof path, "%s/out/%s", dir, page);
         FILE *f = fopen(path, "rb");

@@ -313,7 +313,7 @@ static void *reaper(void *arg) {
 
 static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connection *c,
                                  struct request *rq) {
-    char msg[512] = "";
+    pa_error err = {""};
     int status;
     struct pa_coll_ingest_request in = {
         .name = get_arg(c, "name"),
@@ -331,10 +331,10 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
         .now = (int64_t)time(NULL),
     };
     struct pa_coll_ingest_result res;
-    status = pa_coll_ingest_decode(&in, &res, msg, sizeof msg);
+    status = pa_coll_ingest_decode(&in, &res, &err);
     if (status == 0) {
         struct pa_coll_upload u = pa_coll_upload_of(&res, in.spy_name);
-        status = pa_coll_store_insert(srv->cfg.store, &u, msg, sizeof msg);
+        status = pa_coll_store_insert(srv->cfg.store, &u, &err);
     }
     uint64_t dropped = res.dropped_lines;
     pa_coll_ingest_result_free(&res);
@@ -344,8 +344,8 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
         char addr[64], line[512];
         fprintf(stderr, "pyagent-collector: ingest from %s rejected (%d): %s\n",
                 client_addr(c, addr, sizeof addr), status,
-                pa_coll_one_line(line, sizeof line, msg));
-        return send_text(c, status, false, "%s", msg);
+                pa_coll_one_line(line, sizeof line, err.msg));
+        return send_text(c, status, false, "%s", err.msg);
     }
     if (dropped)
         return send_text(c, 200, false, "ok: dropped %llu line(s) longer than %d bytes",
@@ -469,15 +469,16 @@ static enum MHD_Result do_get(struct pa_coll_server *srv, struct MHD_Connection 
         rq->body = NULL;
         j->content_type = ct ? strdup(ct) : NULL;
     }
-    char addr[64], msg[256];
+    char addr[64];
+    pa_error err = {""};
     /* Suspended before it is queued, so that a worker may resume it at once. A refusal is
      * answered the same way, on the call that follows the resume. */
     rq->job = j;
     MHD_suspend_connection(c);
-    int status = pa_coll_pool_submit(srv->pool, client_addr(c, addr, sizeof addr), run_query, j,
-                                     msg, sizeof msg);
+    int status =
+        pa_coll_pool_submit(srv->pool, client_addr(c, addr, sizeof addr), run_query, j, &err);
     if (status) {
-        pa_coll_respond_text(&j->resp, status, "%s", msg);
+        pa_coll_respond_text(&j->resp, status, "%s", err.msg);
         atomic_store(&j->done, true);
         MHD_resume_connection(c);
     }
@@ -666,12 +667,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     atomic_fetch_sub(&srv->inflight, 1);
 }
 
-int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sslen, char *msg,
-                         size_t msglen) {
+int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
+                         pa_error *err) {
     char host[256];
     const char *colon = strrchr(s, ':');
     if (colon == NULL || colon[1] == '\0') {
-        snprintf(msg, msglen, "--listen: '%s' is not ADDR:PORT (e.g. 127.0.0.1:4040)", s);
+        pa_fail(err, "--listen: '%s' is not ADDR:PORT (e.g. 127.0.0.1:4040)", s);
         return -1;
     }
     size_t hlen = (size_t)(colon - s);
@@ -679,7 +680,7 @@ int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *
     if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']')
         h++, hlen -= 2;
     if (hlen >= sizeof host) {
-        snprintf(msg, msglen, "--listen: the address in '%s' is too long", s);
+        pa_fail(err, "--listen: the address in '%s' is too long", s);
         return -1;
     }
     memcpy(host, h, hlen);
@@ -687,14 +688,14 @@ int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *
     char *end;
     long port = strtol(colon + 1, &end, 10);
     if (*end != '\0' || port < 0 || port > 65535) {
-        snprintf(msg, msglen, "--listen: '%s' is not a port number (0-65535)", colon + 1);
+        pa_fail(err, "--listen: '%s' is not a port number (0-65535)", colon + 1);
         return -1;
     }
     struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai;
     int rc = getaddrinfo(hlen ? host : "0.0.0.0", colon + 1, &hints, &ai);
     if (rc != 0) {
-        snprintf(msg, msglen, "--listen: cannot resolve '%s': %s", host, gai_strerror(rc));
+        pa_fail(err, "--listen: cannot resolve '%s': %s", host, gai_strerror(rc));
         return -1;
     }
     memcpy(ss, ai->ai_addr, ai->ai_addrlen);
@@ -704,10 +705,10 @@ int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *
 }
 
 int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_server_config *cfg,
-                         unsigned *port, char *msg, size_t msglen) {
+                         unsigned *port, pa_error *err) {
     struct sockaddr_storage ss;
     socklen_t sslen;
-    if (pa_coll_parse_listen(cfg->listen, &ss, &sslen, msg, msglen) != 0)
+    if (pa_coll_parse_listen(cfg->listen, &ss, &sslen, err) != 0)
         return -1;
     struct pa_coll_server *srv = calloc(1, sizeof *srv);
     if (srv == NULL)
@@ -721,7 +722,7 @@ int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_serve
         .budget_ms = cfg->query_timeout_ms,
     };
     if (pa_coll_pool_start(&srv->pool, &pc) != 0) {
-        snprintf(msg, msglen, "cannot start the query threads");
+        pa_fail(err, "cannot start the query threads");
         free(srv);
         return -1;
     }
@@ -741,8 +742,7 @@ int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_serve
         (unsigned)511, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
         on_connection, srv, MHD_OPTION_END);
     if (srv->d == NULL) {
-        snprintf(msg, msglen, "cannot listen on %s (address in use or not available?)",
-                 cfg->listen);
+        pa_fail(err, "cannot listen on %s (address in use or not available?)", cfg->listen);
         pa_coll_pool_free(srv->pool);
         pthread_mutex_destroy(&srv->conns_lock);
         free(srv);
@@ -750,7 +750,7 @@ int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_serve
     }
     srv->reaper_started = pthread_create(&srv->reaper, NULL, reaper, srv) == 0;
     if (!srv->reaper_started) {
-        snprintf(msg, msglen, "cannot start the connection reaper thread");
+        pa_fail(err, "cannot start the connection reaper thread");
         pa_coll_server_stop(srv, 0);
         return -1;
     }

@@ -25,13 +25,13 @@ struct pa_coll_server_config {
 
 struct pa_coll_server;
 
-/* Parses ADDR:PORT, [ADDR6]:PORT or :PORT (all interfaces). 0, or -1 with msg. */
-int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sslen, char *msg,
-                         size_t msglen);
+/* Parses ADDR:PORT, [ADDR6]:PORT or :PORT (all interfaces). 0, or -1 with err. */
+int pa_coll_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
+                         pa_error *err);
 
-/* Binds and starts serving. *port gets the bound port (useful with port 0). 0 or -1 + msg. */
+/* Binds and starts serving. *port gets the bound port (useful with port 0). 0 or -1 + err. */
 int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_server_config *cfg,
-                         unsigned *port, char *msg, size_t msglen);
+                         unsigned *port, pa_error *err);
 /* Stops accepting, waits up to grace_ms for requests in flight, then stops. */
 void pa_coll_server_stop(struct pa_coll_server *srv, unsigned grace_ms);
 

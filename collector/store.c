@@ -26,7 +26,7 @@
 struct job {
     const struct pa_coll_upload *u;
     int status;
-    char msg[256];
+    pa_error err;
     bool done;
     struct job *next;
 };
@@ -55,10 +55,10 @@ struct pa_coll_store {
     int npool;
 };
 
-static int fail(int status, char *msg, size_t msglen, const char *fmt, ...) {
+static int fail(int status, pa_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    pa_vfail(err, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -127,11 +127,10 @@ static const char *upgrade_to_4 =
     "PRAGMA user_version = 4;"
     "COMMIT;";
 
-static int open_conn(const char *path, int flags, sqlite3 **db, char *msg, size_t msglen) {
+static int open_conn(const char *path, int flags, sqlite3 **db, pa_error *err) {
     int rc = sqlite3_open_v2(path, db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        fail(-1, msg, msglen, "database %s: %s", path,
-             *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+        fail(-1, err, "database %s: %s", path, *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
         sqlite3_close(*db);
         *db = NULL;
         return -1;
@@ -141,23 +140,23 @@ static int open_conn(const char *path, int flags, sqlite3 **db, char *msg, size_
     return 0;
 }
 
-static int exec(sqlite3 *db, const char *sql, char *msg, size_t msglen) {
-    char *err = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-        fail(-1, msg, msglen, "database: %s", err ? err : sqlite3_errmsg(db));
-        sqlite3_free(err);
+static int exec(sqlite3 *db, const char *sql, pa_error *err) {
+    char *why = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &why) != SQLITE_OK) {
+        fail(-1, err, "database: %s", why ? why : sqlite3_errmsg(db));
+        sqlite3_free(why);
         return -1;
     }
     return 0;
 }
 
-static sqlite3 *reader_get(struct pa_coll_store *st, char *msg, size_t msglen) {
+static sqlite3 *reader_get(struct pa_coll_store *st, pa_error *err) {
     sqlite3 *db = NULL;
     pthread_mutex_lock(&st->pool_lock);
     if (st->npool > 0)
         db = st->pool[--st->npool];
     pthread_mutex_unlock(&st->pool_lock);
-    if (db == NULL && open_conn(st->path, SQLITE_OPEN_READONLY, &db, msg, msglen) != 0)
+    if (db == NULL && open_conn(st->path, SQLITE_OPEN_READONLY, &db, err) != 0)
         return NULL;
     return db;
 }
@@ -192,8 +191,7 @@ static int64_t span_start(int64_t t, int64_t span) {
 }
 
 /* Inserts one upload inside the writer's open transaction. */
-static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, char *msg,
-                      size_t msglen) {
+static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, pa_error *err) {
     sqlite3_stmt *s = st->ins_series;
     int64_t span = u->until > u->from ? u->until - u->from : 0;
     sqlite3_reset(s);
@@ -204,7 +202,7 @@ static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, 
     sqlite3_bind_int64(s, 5, span);
     sqlite3_bind_int64(s, 6, (sqlite3_int64)u->samples);
     if (sqlite3_step(s) != SQLITE_ROW)
-        return fail(503, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
+        return fail(503, err, "database: %s", sqlite3_errmsg(st->w));
     int64_t series_id = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
 
@@ -223,7 +221,7 @@ static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, 
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
-        return fail(503, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
+        return fail(503, err, "database: %s", sqlite3_errmsg(st->w));
     /* The upload's spans: their rollups (if any) no longer cover it, and are due again. */
     for (int i = 0; i < 2; i++) {
         s = i == 0 ? st->drop_rollup : st->add_todo;
@@ -234,7 +232,7 @@ static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, 
         rc = sqlite3_step(s);
         sqlite3_reset(s);
         if (rc != SQLITE_DONE)
-            return fail(503, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
+            return fail(503, err, "database: %s", sqlite3_errmsg(st->w));
     }
     return 0;
 }
@@ -242,26 +240,26 @@ static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, 
 /* Commits a batch. If the batch transaction fails as a whole, each job is retried in its own
  * transaction so that one bad row cannot fail its neighbours. */
 static void commit_batch(struct pa_coll_store *st, struct job *batch) {
-    char msg[256];
-    bool ok = exec(st->w, "BEGIN IMMEDIATE", msg, sizeof msg) == 0;
+    pa_error err = {""};
+    bool ok = exec(st->w, "BEGIN IMMEDIATE", &err) == 0;
     for (struct job *j = batch; ok && j; j = j->next)
-        ok = insert_one(st, j->u, msg, sizeof msg) == 0;
-    if (ok && exec(st->w, "COMMIT", msg, sizeof msg) == 0) {
+        ok = insert_one(st, j->u, &err) == 0;
+    if (ok && exec(st->w, "COMMIT", &err) == 0) {
         for (struct job *j = batch; j; j = j->next)
             j->status = 0;
         return;
     }
-    exec(st->w, "ROLLBACK", msg, sizeof msg);
+    exec(st->w, "ROLLBACK", &err);
     for (struct job *j = batch; j; j = j->next) {
-        if (exec(st->w, "BEGIN IMMEDIATE", j->msg, sizeof j->msg) != 0) {
+        if (exec(st->w, "BEGIN IMMEDIATE", &j->err) != 0) {
             j->status = 503;
             continue;
         }
-        j->status = insert_one(st, j->u, j->msg, sizeof j->msg);
-        if (j->status == 0 && exec(st->w, "COMMIT", j->msg, sizeof j->msg) != 0)
+        j->status = insert_one(st, j->u, &j->err);
+        if (j->status == 0 && exec(st->w, "COMMIT", &j->err) != 0)
             j->status = 503;
         if (j->status != 0)
-            exec(st->w, "ROLLBACK", msg, sizeof msg);
+            exec(st->w, "ROLLBACK", &err);
     }
 }
 
@@ -340,11 +338,11 @@ static int merge_span(sqlite3 *db, struct span_merge *m) {
         m->samples += rs;
         m->last_id = id > m->last_id ? id : m->last_id;
         pa_parse_stats stats;
-        pa_error err = {{0}};
+        pa_error perr = {{0}};
         /* An idle interval adds nothing (and the parser rejects empty input). */
         if (rs > 0 && pa_profile_parse_buffer(p, sqlite3_column_blob(q, 2),
                                               (size_t)sqlite3_column_bytes(q, 2), "stored profile",
-                                              &stats, &err) != 0)
+                                              &stats, &perr) != 0)
             readable = false;
     }
     sqlite3_finalize(q);
@@ -361,12 +359,12 @@ static int merge_span(sqlite3 *db, struct span_merge *m) {
  * are gone or unreadable is marked done without a rollup: it is read raw. Returns how many
  * rollups were written, or -1. */
 static int store_spans(struct pa_coll_store *st, const struct span_merge *m, size_t n) {
-    char msg[256];
+    pa_error err = {""};
     int written = 0;
     pthread_mutex_lock(&st->wlock);
     sqlite3_stmt *check = NULL, *put = NULL, *done = NULL;
     bool ok =
-        exec(st->w, "BEGIN IMMEDIATE", msg, sizeof msg) == 0 &&
+        exec(st->w, "BEGIN IMMEDIATE", &err) == 0 &&
         sqlite3_prepare_v2(st->w,
                            "SELECT count(*), coalesce(max(id), 0) FROM uploads WHERE "
                            "series_id = ?1 AND from_s >= ?2 AND from_s < ?3",
@@ -408,8 +406,8 @@ static int store_spans(struct pa_coll_store *st, const struct span_merge *m, siz
     sqlite3_finalize(check);
     sqlite3_finalize(put);
     sqlite3_finalize(done);
-    if (!ok || exec(st->w, "COMMIT", msg, sizeof msg) != 0) {
-        exec(st->w, "ROLLBACK", msg, sizeof msg);
+    if (!ok || exec(st->w, "COMMIT", &err) != 0) {
+        exec(st->w, "ROLLBACK", &err);
         written = -1;
     }
     pthread_mutex_unlock(&st->wlock);
@@ -419,9 +417,9 @@ static int store_spans(struct pa_coll_store *st, const struct span_merge *m, siz
 #define COMPACT_SLICE 64
 
 int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built) {
-    char msg[256];
+    pa_error err = {""};
     *built = 0;
-    sqlite3 *db = reader_get(st, msg, sizeof msg);
+    sqlite3 *db = reader_get(st, &err);
     if (db == NULL)
         return -1;
     int status = 0;
@@ -491,22 +489,21 @@ static void *compactor_main(void *arg) {
 }
 
 int pa_coll_store_open(struct pa_coll_store **out, const char *path,
-                       const struct pa_coll_store_options *opt, char *msg, size_t msglen) {
+                       const struct pa_coll_store_options *opt, pa_error *err) {
     struct pa_coll_store *st = calloc(1, sizeof *st);
     if (st == NULL || (st->path = strdup(path)) == NULL) {
         free(st);
-        return fail(-1, msg, msglen, "out of memory");
+        return fail(-1, err, "out of memory");
     }
     st->opt = *opt;
-    if (open_conn(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &st->w, msg, msglen) != 0)
+    if (open_conn(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &st->w, err) != 0)
         goto fail;
     char sync[64];
     snprintf(sync, sizeof sync, "PRAGMA synchronous = %s;",
              opt->sync == PA_SYNC_NORMAL ? "NORMAL" : "FULL");
     /* journal_mode answers with a row; exec ignores it. A database that refuses WAL (e.g. on
      * a network file system) is reported rather than silently run in rollback mode. */
-    if (exec(st->w, "PRAGMA journal_mode = WAL;", msg, msglen) != 0 ||
-        exec(st->w, sync, msg, msglen) != 0)
+    if (exec(st->w, "PRAGMA journal_mode = WAL;", err) != 0 || exec(st->w, sync, err) != 0)
         goto fail;
     sqlite3_stmt *v;
     int version = 0;
@@ -515,9 +512,8 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
             version = sqlite3_column_int(v, 0);
         sqlite3_finalize(v);
     }
-    if ((version == 2 && exec(st->w, drop_old_rollups, msg, msglen) != 0) ||
-        exec(st->w, schema, msg, msglen) != 0 ||
-        (version < 4 && exec(st->w, upgrade_to_4, msg, msglen) != 0))
+    if ((version == 2 && exec(st->w, drop_old_rollups, err) != 0) ||
+        exec(st->w, schema, err) != 0 || (version < 4 && exec(st->w, upgrade_to_4, err) != 0))
         goto fail;
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(st->w, "PRAGMA journal_mode", -1, &q, NULL) == SQLITE_OK) {
@@ -525,7 +521,7 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
                    strcmp((const char *)sqlite3_column_text(q, 0), "wal") == 0;
         sqlite3_finalize(q);
         if (!wal) {
-            fail(-1, msg, msglen, "database %s: cannot switch to WAL mode", path);
+            fail(-1, err, "database %s: cannot switch to WAL mode", path);
             goto fail;
         }
     }
@@ -553,7 +549,7 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
                            "INSERT OR IGNORE INTO rollup_todo VALUES (?1, 3600, ?2), "
                            "(?1, 600, ?3), (?1, 60, ?4)",
                            -1, &st->add_todo, NULL) != SQLITE_OK) {
-        fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(st->w));
+        fail(-1, err, "database: %s", sqlite3_errmsg(st->w));
         goto fail;
     }
     pthread_mutex_init(&st->lock, NULL);
@@ -563,7 +559,7 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
     pthread_cond_init(&st->done, NULL);
     pthread_cond_init(&st->compact_wake, NULL);
     if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
-        fail(-1, msg, msglen, "cannot start the database writer thread");
+        fail(-1, err, "cannot start the database writer thread");
         goto fail;
     }
     /* Without it queries stay exact, only slower: no reason to refuse to start. */
@@ -610,15 +606,14 @@ void pa_coll_store_close(struct pa_coll_store *st) {
     free(st);
 }
 
-int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *u, char *msg,
-                         size_t msglen) {
+int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *u, pa_error *err) {
     /* The job lives on this stack frame: safe because this function does not return before
      * the writer has marked it done, and the writer never touches a job after that. */
     struct job j = {.u = u};
     pthread_mutex_lock(&st->lock);
     if (st->stop) {
         pthread_mutex_unlock(&st->lock);
-        return fail(503, msg, msglen, "the collector is shutting down");
+        return fail(503, err, "the collector is shutting down");
     }
     if (st->tail)
         st->tail->next = &j;
@@ -629,8 +624,8 @@ int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *
     while (!j.done)
         pthread_cond_wait(&st->done, &st->lock);
     pthread_mutex_unlock(&st->lock);
-    if (j.status != 0)
-        snprintf(msg, msglen, "%s", j.msg);
+    if (j.status != 0 && err)
+        *err = j.err;
     return j.status;
 }
 
@@ -647,7 +642,7 @@ int pa_coll_store_retain(struct pa_coll_store *st, int64_t now, uint64_t *delete
 }
 
 static int retain_locked(struct pa_coll_store *st, int64_t now, uint64_t *deleted) {
-    char msg[256];
+    pa_error err = {""};
     sqlite3_stmt *del;
     /* Deleting in slices keeps each write transaction short, so uploads arriving meanwhile
      * wait for at most one slice. */
@@ -687,8 +682,8 @@ static int retain_locked(struct pa_coll_store *st, int64_t now, uint64_t *delete
          "uploads = (SELECT count(*) FROM uploads WHERE series_id = series.id), "
          "samples = (SELECT total(samples) FROM uploads WHERE series_id = series.id);"
          "COMMIT;",
-         msg, sizeof msg);
-    exec(st->w, "PRAGMA incremental_vacuum;", msg, sizeof msg);
+         &err);
+    exec(st->w, "PRAGMA incremental_vacuum;", &err);
     return 0;
 }
 
@@ -705,8 +700,8 @@ static void fill_info(sqlite3_stmt *q, struct pa_coll_series_info *s) {
 
 int pa_coll_store_series(struct pa_coll_store *st, const char *app,
                          int (*fn)(void *ctx, const struct pa_coll_series_info *s), void *ctx,
-                         char *msg, size_t msglen) {
-    sqlite3 *db = reader_get(st, msg, msglen);
+                         pa_error *err) {
+    sqlite3 *db = reader_get(st, err);
     if (db == NULL)
         return -1;
     sqlite3_stmt *q;
@@ -716,7 +711,7 @@ int pa_coll_store_series(struct pa_coll_store *st, const char *app,
                                 "ORDER BY app, labels",
                                 -1, &q, NULL);
     if (rc != SQLITE_OK) {
-        fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+        fail(-1, err, "database: %s", sqlite3_errmsg(db));
         reader_put(st, db);
         return -1;
     }
@@ -731,7 +726,7 @@ int pa_coll_store_series(struct pa_coll_store *st, const char *app,
     }
     int status = 0;
     if (rc != SQLITE_DONE)
-        status = fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+        status = fail(-1, err, "database: %s", sqlite3_errmsg(db));
     sqlite3_finalize(q);
     reader_put(st, db);
     return status;
@@ -779,10 +774,10 @@ static void read_from_rollup(pa_buf *b, int j, const char *t) {
 
 int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_info *series,
                        int64_t from, int64_t until,
-                       int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, char *msg,
-                       size_t msglen) {
+                       int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx,
+                       pa_error *err) {
     enum { L = PA_COLL_ROLLUP_LEVELS };
-    sqlite3 *db = reader_get(st, msg, msglen);
+    sqlite3 *db = reader_get(st, err);
     if (db == NULL)
         return -1;
     /* Every upload starting in a span wholly inside [from, until) belongs to the range, so
@@ -793,7 +788,7 @@ int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_inf
      * built or dropped between them would count a span twice or not at all). */
     sqlite3_stmt *q[L + 1] = {0};
     int64_t first[L], last[L];
-    int rc = exec(db, "BEGIN", msg, msglen) != 0 ? SQLITE_ERROR : SQLITE_OK;
+    int rc = exec(db, "BEGIN", err) != 0 ? SQLITE_ERROR : SQLITE_OK;
     for (int k = 0; k <= L && rc == SQLITE_OK; k++) {
         pa_buf sql = {0};
         if (k < L) {
@@ -820,7 +815,7 @@ int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_inf
     }
     int status = 0;
     if (rc != SQLITE_OK) {
-        status = fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+        status = fail(-1, err, "database: %s", sqlite3_errmsg(db));
     } else {
         /* A parameter a statement does not use is simply not bound (SQLITE_RANGE). */
         for (int k = 0; k <= L; k++) {
@@ -837,20 +832,19 @@ int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_inf
         for (int k = 0; k <= L && status == 0 && rc == SQLITE_DONE; k++)
             status = feed_rows(q[k], series->id, fn, ctx, &rc);
         if (status == 0 && rc != SQLITE_DONE)
-            status = fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+            status = fail(-1, err, "database: %s", sqlite3_errmsg(db));
     }
     for (int k = 0; k <= L; k++)
         sqlite3_finalize(q[k]);
-    char ignored[64];
-    exec(db, "COMMIT", ignored, sizeof ignored);
+    exec(db, "COMMIT", NULL);
     reader_put(st, db);
     return status;
 }
 
 int pa_coll_store_timeline(struct pa_coll_store *st, const struct pa_coll_series_info *series,
-                           int64_t from, int64_t step, size_t nbuckets, uint64_t *counts, char *msg,
-                           size_t msglen) {
-    sqlite3 *db = reader_get(st, msg, msglen);
+                           int64_t from, int64_t step, size_t nbuckets, uint64_t *counts,
+                           pa_error *err) {
+    sqlite3 *db = reader_get(st, err);
     if (db == NULL)
         return -1;
     sqlite3_stmt *q;
@@ -860,7 +854,7 @@ int pa_coll_store_timeline(struct pa_coll_store *st, const struct pa_coll_series
                                 "GROUP BY 1",
                                 -1, &q, NULL);
     if (rc != SQLITE_OK) {
-        fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+        fail(-1, err, "database: %s", sqlite3_errmsg(db));
         reader_put(st, db);
         return -1;
     }
@@ -875,7 +869,7 @@ int pa_coll_store_timeline(struct pa_coll_store *st, const struct pa_coll_series
     }
     int status = 0;
     if (rc != SQLITE_DONE)
-        status = fail(-1, msg, msglen, "database: %s", sqlite3_errmsg(db));
+        status = fail(-1, err, "database: %s", sqlite3_errmsg(db));
     sqlite3_finalize(q);
     reader_put(st, db);
     return status;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/error.h"
+
 struct pa_coll_store;
 
 enum pa_coll_sync { PA_SYNC_FULL, PA_SYNC_NORMAL };
@@ -37,13 +39,12 @@ struct pa_coll_upload {
 };
 
 int pa_coll_store_open(struct pa_coll_store **out, const char *path,
-                       const struct pa_coll_store_options *opt, char *msg, size_t msglen);
+                       const struct pa_coll_store_options *opt, pa_error *err);
 /* Stops the writer after the uploads already queued are committed, then closes. */
 void pa_coll_store_close(struct pa_coll_store *st);
 
-/* Queues the upload and waits for its COMMIT. 0, or 503 with msg (e.g. disk full). */
-int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *u, char *msg,
-                         size_t msglen);
+/* Queues the upload and waits for its COMMIT. 0, or 503 with err (e.g. disk full). */
+int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *u, pa_error *err);
 
 /* Runs one retention pass now (also done periodically by the writer): deletes uploads whose
  * until is older than now - retention, forgets empty series, returns free pages to the file
@@ -59,10 +60,10 @@ struct pa_coll_series_info {
 };
 
 /* Calls fn for each series (of app, or of every app when app is NULL), ordered by app and
- * labels. A non-zero return from fn stops the walk. Returns 0 or -1 with msg. */
+ * labels. A non-zero return from fn stops the walk. Returns 0 or -1 with err. */
 int pa_coll_store_series(struct pa_coll_store *st, const char *app,
                          int (*fn)(void *ctx, const struct pa_coll_series_info *s), void *ctx,
-                         char *msg, size_t msglen);
+                         pa_error *err);
 
 /* Uploads are also kept pre-merged per series over each hour, 10 minutes and minute
  * (rollups), built in the background once the span is PA_COLL_ROLLUP_GRACE seconds past; an
@@ -95,13 +96,12 @@ struct pa_coll_row {
  * and uploads are read in one snapshot. */
 int pa_coll_store_scan(struct pa_coll_store *st, const struct pa_coll_series_info *series,
                        int64_t from, int64_t until,
-                       int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, char *msg,
-                       size_t msglen);
+                       int (*fn)(void *ctx, const struct pa_coll_row *r), void *ctx, pa_error *err);
 
 /* Sample counts of the series in buckets of `step` seconds from `from` (for timelines):
  * counts[i] += samples of uploads starting in [from + i*step, from + (i+1)*step). */
 int pa_coll_store_timeline(struct pa_coll_store *st, const struct pa_coll_series_info *series,
-                           int64_t from, int64_t step, size_t nbuckets, uint64_t *counts, char *msg,
-                           size_t msglen);
+                           int64_t from, int64_t step, size_t nbuckets, uint64_t *counts,
+                           pa_error *err);
 
 #endif

@@ -12,6 +12,7 @@
 #ifndef PA_PROFILE_H
 #define PA_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,6 @@ extern "C" {
 #endif
 
 typedef struct pa_profile pa_profile;
-
 
 /* A growable byte buffer; zero-initialise it, release it with pa_buf_free. */
 typedef struct pa_buf {
@@ -49,6 +49,13 @@ int pa_utf8_valid(const char *s, size_t len);
 /* Appends s with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD;
  * returns how many were replaced. */
 size_t pa_buf_utf8(pa_buf *b, const char *s, size_t len);
+
+/* ---- series names (series.c) ----
+ * The characters a series name APP{k=v,...} may hold, Pyroscope's rules: the uploader builds
+ * names with them and the collector parses names and selectors with them. */
+bool pa_series_app_char(char c);   /* [A-Za-z0-9_./-] */
+bool pa_series_label_char(char c); /* [A-Za-z0-9_.] */
+bool pa_series_value_char(char c); /* printable, not one of , { } = " */
 
 /* ---- building ---- */
 

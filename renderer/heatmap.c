@@ -220,13 +220,10 @@ static int under(const char *path, const char *root) {
 }
 
 /* Reads a source file into out, or explains in why why not. */
-static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, char *why,
-                       size_t whysize) {
+static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, pa_error *why) {
     char cand[PATH_MAX * 2];
-    if (file[0] == '<') {
-        snprintf(why, whysize, "not a file on disk");
-        return -1;
-    }
+    if (file[0] == '<')
+        return pa_fail(why, "not a file on disk");
     if (o && o->nroots) {
         int mapped = 0;
         for (size_t i = 0; i < o->nroots && !mapped; i++) {
@@ -240,10 +237,8 @@ static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, 
         }
         if (!mapped && file[0] != '/' && o->nroots)
             snprintf(cand, sizeof cand, "%s/%s", o->root_to[0], file), mapped = 1;
-        if (!mapped) {
-            snprintf(why, whysize, "outside the --source-root mappings: not read");
-            return -1;
-        }
+        if (!mapped)
+            return pa_fail(why, "outside the --source-root mappings: not read");
         char real[PATH_MAX];
         int inside = 0, found = realpath(cand, real) != NULL;
         for (size_t i = 0; found && i < o->nroots && !inside; i++) {
@@ -253,28 +248,20 @@ static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, 
         }
         /* One answer whether the path is missing or resolves outside the roots (through ".."
          * or a link): two would tell whoever chose the path which files exist elsewhere. */
-        if (!inside) {
-            snprintf(why, whysize, "source not available (no such file under the source roots)");
-            return -1;
-        }
+        if (!inside)
+            return pa_fail(why, "source not available (no such file under the source roots)");
         snprintf(cand, sizeof cand, "%s", real);
     } else {
         snprintf(cand, sizeof cand, "%s", file);
     }
     struct stat sb;
-    if (stat(cand, &sb) != 0) {
-        snprintf(why, whysize, "source not available (%s)", strerror(errno));
-        return -1;
-    }
-    if (!S_ISREG(sb.st_mode) || sb.st_size > 16 * 1024 * 1024) {
-        snprintf(why, whysize, "source not available (not a regular file under 16 MB)");
-        return -1;
-    }
+    if (stat(cand, &sb) != 0)
+        return pa_fail(why, "source not available (%s)", strerror(errno));
+    if (!S_ISREG(sb.st_mode) || sb.st_size > 16 * 1024 * 1024)
+        return pa_fail(why, "source not available (not a regular file under 16 MB)");
     FILE *f = fopen(cand, "rb");
-    if (!f) {
-        snprintf(why, whysize, "source not available (%s)", strerror(errno));
-        return -1;
-    }
+    if (!f)
+        return pa_fail(why, "source not available (%s)", strerror(errno));
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
@@ -456,11 +443,11 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
         if (h->le[e].file == file)
             by_line[h->le[e].line] = (int64_t)e;
 
-    char why[256];
-    int have = read_source(o, fname, &src, why, sizeof why) == 0;
+    pa_error why;
+    int have = read_source(o, fname, &src, &why) == 0;
     if (!have) {
         pa_buf_puts(&b, "<p class=\"missing\">");
-        pa_buf_html_str(&b, why, strlen(why));
+        pa_buf_html_str(&b, why.msg, strlen(why.msg));
         pa_buf_puts(&b, "; showing the sampled lines only.</p>\n");
     }
     pa_buf_puts(&b, "<table class=\"src\"><thead><tr><th>line</th><th>self</th><th>total</th>"

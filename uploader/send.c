@@ -140,23 +140,12 @@ enum {
     MAX_RAW_NAME = 32768,
 };
 
-static int app_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == '/' || c == '-';
-}
-
-static int label_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.';
-}
-
 /* Label values go inside {k=v,...}: no ',', '}', '=' or quotes. */
 static int value_ok(const char *v, size_t n) {
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (v[i] == ',' || v[i] == '}' || v[i] == '{' || v[i] == '=' || v[i] == '"' ||
-            (unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+        if (!pa_series_value_char(v[i]))
             return 0;
     return 1;
 }
@@ -220,7 +209,7 @@ static void add_tag(struct labels *l, const char *t, size_t n) {
     size_t kn = eq ? (size_t)(eq - t) : n;
     int ok = eq && kn > 0 && kn <= MAX_LABEL_NAME;
     for (size_t i = 0; ok && i < kn; i++)
-        ok = label_char(t[i]);
+        ok = pa_series_label_char(t[i]);
     if (!ok) {
         NAME_WARN("PYAGENT_TAGS: \"%.*s\" is not name=value (name: [A-Za-z0-9_.], at most %d "
                   "bytes); dropped",
@@ -306,7 +295,7 @@ static char *build_name(void) {
     char app[256];
     size_t a = 0;
     for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
-        app[a++] = app_char(*s) ? *s : '_';
+        app[a++] = pa_series_app_char(*s) ? *s : '_';
     app[a] = 0;
     if (!a)
         strcpy(app, "python");
@@ -385,7 +374,7 @@ int pa_send_init(const struct pa_config *c) {
         char app[200];
         size_t a = 0;
         for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
-            app[a++] = app_char(*s) && *s != '/' ? *s : '_';
+            app[a++] = pa_series_app_char(*s) && *s != '/' ? *s : '_';
         app[a] = 0;
         if (base && *base)
             snprintf(spool_dir, sizeof spool_dir, "%s/pyagent/spool/%s", base, app);
@@ -757,8 +746,8 @@ static int parse_target(const char *head, struct target *t) {
 
 /* POSTs one spool file, on a connection of its own. A rejection's reason (the status and the
  * server's answer) goes to reason. */
-static int post(const struct target *t, const char *body, size_t len, double deadline, char *reason,
-                size_t reason_len) {
+static int post(const struct target *t, const char *body, size_t len, double deadline,
+                pa_error *reason) {
     CURL *handle = curl.init();
     if (!handle)
         return POST_FAILED;
@@ -838,11 +827,10 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     }
     if (status >= 200 && status < 300 && t->otlp) {
         /* OTLP's partial success: the server will never take those profiles either. */
-        char why[400];
-        int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, why, sizeof why);
+        pa_error why;
+        int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, &why);
         if (n > 0) {
-            snprintf(reason, reason_len, "OTLP partial success, %lld rejected: %s", (long long)n,
-                     why);
+            pa_fail(reason, "OTLP partial success, %lld rejected: %s", (long long)n, why.msg);
             return POST_REJECTED;
         }
     }
@@ -850,7 +838,7 @@ static int post(const struct target *t, const char *body, size_t len, double dea
         return POST_SENT;
     reply.text[strcspn(reply.text, "\r\n")] = 0;
     if (status >= 400 && status < 500 && status != 408 && status != 429) {
-        snprintf(reason, reason_len, "HTTP %ld: %s", status, reply.text);
+        pa_fail(reason, "HTTP %ld: %s", status, reply.text);
         return POST_REJECTED;
     }
     pa_log(PA_LOG_DEBUG, "upload to %s: HTTP %ld %s", cfg.server, status, reply.text);
@@ -944,7 +932,8 @@ void pa_send_flush(double deadline, int respect_backoff) {
             pa_log(PA_LOG_DEBUG, "exit deadline reached; %zu profile(s) stay in the spool", n - i);
             break;
         }
-        char path[1400], claimed[1500], reason[600];
+        char path[1400], claimed[1500];
+        pa_error reason;
         struct target t = {0};
         snprintf(path, sizeof path, "%s/%s", spool_dir, names[i]);
         snprintf(claimed, sizeof claimed, "%s.sending-%d", path, (int)getpid());
@@ -958,7 +947,7 @@ void pa_send_flush(double deadline, int respect_backoff) {
             pa_buf_free(&body);
             continue;
         }
-        int r = post(&t, body.data ? body.data : "", body.len, deadline, reason, sizeof reason);
+        int r = post(&t, body.data ? body.data : "", body.len, deadline, &reason);
         free_target(&t);
         pa_buf_free(&body);
         if (r == POST_SENT) {
@@ -968,7 +957,7 @@ void pa_send_flush(double deadline, int respect_backoff) {
             continue;
         }
         if (r == POST_REJECTED) {
-            keep_rejected(claimed, path, names[i], reason);
+            keep_rejected(claimed, path, names[i], reason.msg);
             failures = 0;
             continue;
         }

@@ -351,8 +351,8 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
     return 0;
 }
 
-int64_t pa_wire_otlp_rejected(const void *body, size_t len, char *msg, size_t msglen) {
-    msg[0] = 0;
+int64_t pa_wire_otlp_rejected(const void *body, size_t len, pa_error *err) {
+    err->msg[0] = 0;
     Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse *r =
         opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__unpack(
             NULL, len, body);
@@ -361,8 +361,8 @@ int64_t pa_wire_otlp_rejected(const void *body, size_t len, char *msg, size_t ms
     int64_t n = 0;
     if (r->partial_success) {
         n = r->partial_success->rejected_profiles;
-        snprintf(msg, msglen, "%s",
-                 r->partial_success->error_message ? r->partial_success->error_message : "");
+        pa_fail(err, "%s",
+                r->partial_success->error_message ? r->partial_success->error_message : "");
     }
     opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__free_unpacked(
         r, NULL);

@@ -36,7 +36,7 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
                  size_t nlabels, time_t from, time_t until, pa_buf *out, pa_error *err);
 
 /* An OTLP answer's partial_success: how many profiles the server rejected (0 for none, or an
- * answer that is not an ExportProfilesServiceResponse), with its message in msg. */
-int64_t pa_wire_otlp_rejected(const void *body, size_t len, char *msg, size_t msglen);
+ * answer that is not an ExportProfilesServiceResponse), with its message in err. */
+int64_t pa_wire_otlp_rejected(const void *body, size_t len, pa_error *err);
 
 #endif

@@ -110,7 +110,8 @@ static atomic_long next_upload;
 static void *loader(void *arg) {
     (void)arg;
     long total = (long)hours * 3600 / INTERVAL * procs;
-    char msg[256], labels[64], app[16];
+    char labels[64], app[16];
+    pa_error e;
     for (;;) {
         long k = atomic_fetch_add(&next_upload, 1);
         if (k >= total)
@@ -132,8 +133,8 @@ static void *loader(void *arg) {
                                    .spy_name = "pyagent",
                                    .profile = b->data,
                                    .profile_len = b->len};
-        if (pa_coll_store_insert(st, &u, msg, sizeof msg) != 0) {
-            fprintf(stderr, "insert: %s\n", msg);
+        if (pa_coll_store_insert(st, &u, &e) != 0) {
+            fprintf(stderr, "insert: %s\n", e.msg);
             exit(1);
         }
     }
@@ -148,12 +149,12 @@ static int cmp_double(const void *a, const void *b) {
 static void time_query(const char *what, const char *query, int64_t from, int64_t until) {
     double t[3];
     uint64_t uploads = 0, total = 0;
-    char msg[512];
+    pa_error e;
     for (int r = 0; r < 3; r++) {
         double t0 = now_s();
         pa_profile *p;
-        if (pa_coll_query_profile(st, query, from, until, &p, &uploads, msg, sizeof msg) != 0) {
-            fprintf(stderr, "%s: %s\n", what, msg);
+        if (pa_coll_query_profile(st, query, from, until, &p, &uploads, &e) != 0) {
+            fprintf(stderr, "%s: %s\n", what, e.msg);
             exit(1);
         }
         total = pa_profile_total(p);
@@ -169,13 +170,12 @@ static atomic_bool querying;
 
 static void *query_loop(void *arg) {
     (void)arg;
-    char msg[512];
+    pa_error e;
     /* As the collector's query threads run (pool.c). */
     setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
     while (atomic_load(&querying)) {
         pa_profile *p;
-        if (pa_coll_query_profile(st, "app0.cpu", t_end - 86400, t_end, &p, NULL, msg,
-                                  sizeof msg) == 0)
+        if (pa_coll_query_profile(st, "app0.cpu", t_end - 86400, t_end, &p, NULL, &e) == 0)
             pa_profile_free(p);
     }
     return NULL;
@@ -190,7 +190,8 @@ struct ingester {
 /* The ingest path after HTTP: decode a folded body (parse, re-encode, gzip), commit. */
 static void *ingest_loop(void *arg) {
     struct ingester *g = arg;
-    char name[64], from[32], until[32], msg[512];
+    char name[64], from[32], until[32];
+    pa_error e;
     char *bodies[4];
     for (int i = 0; i < 4; i++)
         bodies[i] = folded_upload(i % APPS);
@@ -209,14 +210,14 @@ static void *ingest_loop(void *arg) {
                                             .now = t_end};
         double t0 = now_s();
         struct pa_coll_ingest_result res;
-        int rc = pa_coll_ingest_decode(&rq, &res, msg, sizeof msg);
+        int rc = pa_coll_ingest_decode(&rq, &res, &e);
         if (rc == 0) {
             struct pa_coll_upload u = pa_coll_upload_of(&res, "pyagent");
-            rc = pa_coll_store_insert(st, &u, msg, sizeof msg);
+            rc = pa_coll_store_insert(st, &u, &e);
         }
         pa_coll_ingest_result_free(&res);
         if (rc != 0) {
-            fprintf(stderr, "ingest: %s\n", msg);
+            fprintf(stderr, "ingest: %s\n", e.msg);
             exit(1);
         }
         g->lat[g->n++] = now_s() - t0;
@@ -249,10 +250,10 @@ int main(int argc, char **argv) {
     }
     /* The last upload ends 10 minutes ago, past the rollup grace, at an unaligned time. */
     t_end = (int64_t)time(NULL) - 600;
-    char msg[512];
+    pa_error e;
     struct pa_coll_store_options o = {.sync = PA_SYNC_FULL, .retention = 0};
-    if (pa_coll_store_open(&st, path, &o, msg, sizeof msg) != 0) {
-        fprintf(stderr, "%s\n", msg);
+    if (pa_coll_store_open(&st, path, &o, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
     make_stacks();
@@ -290,7 +291,7 @@ int main(int argc, char **argv) {
     time_query("diff_right_hour", "app0.cpu", t_end - 3600, t_end);
     double ta = now_s();
     struct pa_coll_series_list l = {0};
-    pa_coll_store_series(st, NULL, pa_coll_series_collect, &l, msg, sizeof msg);
+    pa_coll_store_series(st, NULL, pa_coll_series_collect, &l, &e);
     printf("RESULT query=series_list seconds=%.3f series=%zu\n", now_s() - ta, l.n);
     pa_coll_series_list_free(&l);
 

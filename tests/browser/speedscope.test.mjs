@@ -46,7 +46,7 @@ test('the pprof the agent uploads opens in speedscope', async () => {
   delete env.PYAGENT_OUTPUT;
   // an async server in this very process answers the uploads, so the program must not block it
   await new Promise((resolve, reject) => {
-    const p = spawn('/usr/bin/python3', [join(REPO, 'tests', 'integration', 'programs', 'plain.py'), '1'], { env });
+    const p = spawn('/usr/bin/python3', [join(REPO, 'tests', 'agent', 'programs', 'plain.py'), '1'], { env });
     p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error('program exit ' + code))));
   });
   assert.ok(uploads.length > 0, 'no upload arrived');

@@ -18,13 +18,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *s = malloc(size + 1);
         memcpy(s, data, size);
         s[size] = '\0';
-        char msg[256];
+        pa_error e;
         struct pa_coll_series ser;
-        if (pa_coll_series_parse(&ser, s, msg, sizeof msg) == 0)
+        if (pa_coll_series_parse(&ser, s, &e) == 0)
             free(pa_coll_series_labels(&ser));
         pa_coll_series_free(&ser);
         struct pa_coll_selector sel;
-        if (pa_coll_selector_parse(&sel, s, msg, sizeof msg) == 0)
+        if (pa_coll_selector_parse(&sel, s, &e) == 0)
             pa_coll_selector_matches(&sel, "a=b,c=d");
         pa_coll_selector_free(&sel);
         free(s);
@@ -43,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         .now = 1700000100,
     };
     struct pa_coll_ingest_result res;
-    char msg[512];
-    pa_coll_ingest_decode(&rq, &res, msg, sizeof msg);
+    pa_error e;
+    pa_coll_ingest_decode(&rq, &res, &e);
     pa_coll_ingest_result_free(&res);
     return 0;
 }

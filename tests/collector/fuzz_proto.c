@@ -16,13 +16,14 @@
 static struct pa_coll_store *store;
 
 static void open_store(void) {
-    char dir[] = "/tmp/pa-fuzz-proto-XXXXXX", path[64], msg[256];
+    char dir[] = "/tmp/pa-fuzz-proto-XXXXXX", path[64];
+    pa_error e;
     if (!mkdtemp(dir))
         abort();
     snprintf(path, sizeof path, "%s/p.db", dir);
     struct pa_coll_store_options opt = {.sync = PA_SYNC_NORMAL};
-    if (pa_coll_store_open(&store, path, &opt, msg, sizeof msg) != 0) {
-        fprintf(stderr, "fuzz_proto: %s\n", msg);
+    if (pa_coll_store_open(&store, path, &opt, &e) != 0) {
+        fprintf(stderr, "fuzz_proto: %s\n", e.msg);
         abort();
     }
 }

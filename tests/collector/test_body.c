@@ -9,7 +9,7 @@
 
 #include "body.h"
 
-static char msg[512];
+static pa_error e;
 
 static void gzip_round_trip_and_concatenated_members(void **state) {
     (void)state;
@@ -18,15 +18,14 @@ static void gzip_round_trip_and_concatenated_members(void **state) {
     size_t gzlen, outlen;
     assert_int_equal(pa_coll_gzip((const uint8_t *)text, strlen(text), &gz, &gzlen), 0);
     assert_true(pa_coll_is_gzip(gz, gzlen));
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, &e), 0);
     assert_int_equal(outlen, strlen(text));
     assert_memory_equal(out, text, outlen);
     free(out);
     uint8_t *two = malloc(2 * gzlen);
     memcpy(two, gz, gzlen);
     memcpy(two + gzlen, gz, gzlen);
-    assert_int_equal(pa_coll_gunzip(two, 2 * gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg),
-                     0);
+    assert_int_equal(pa_coll_gunzip(two, 2 * gzlen, 1 << 20, NULL, &out, &outlen, &e), 0);
     assert_int_equal(outlen, 2 * strlen(text));
     free(out);
     free(two);
@@ -40,8 +39,8 @@ static void gzip_bombs_are_413(void **state) {
     size_t gzlen, outlen;
     assert_int_equal(pa_coll_gzip(zeros, n, &gz, &gzlen), 0);
     assert_true(gzlen < 64 * 1024);
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg), 413);
-    assert_non_null(strstr(msg, "limit"));
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, &e), 413);
+    assert_non_null(strstr(e.msg, "limit"));
     free(gz);
     free(zeros);
 }
@@ -54,19 +53,19 @@ static void gunzip_memory_is_one_budget_for_all_requests(void **state) {
     assert_int_equal(pa_coll_gzip(zeros, n, &gz, &gzlen), 0);
     struct pa_coll_budget budget = {.limit = 6 << 20};
     struct pa_coll_share a = {&budget, 0}, b = {&budget, 0};
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &a, &out, &outlen, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &a, &out, &outlen, &e), 0);
     assert_int_equal(outlen, n);
     assert_true(a.taken >= n && a.taken <= budget.limit);
     /* A second request in flight does not fit beside the first: 503, nothing kept. */
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &b, &out2, &outlen, msg, sizeof msg), 503);
-    assert_non_null(strstr(msg, "retry"));
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &b, &out2, &outlen, &e), 503);
+    assert_non_null(strstr(e.msg, "retry"));
     pa_coll_share_release(&b);
     assert_int_equal(atomic_load(&budget.used), a.taken);
     free(out);
     pa_coll_share_release(&a);
     assert_int_equal(atomic_load(&budget.used), 0);
     /* Once the first has finished, it fits. */
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &b, &out2, &outlen, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 8 << 20, &b, &out2, &outlen, &e), 0);
     free(out2);
     pa_coll_share_release(&b);
     free(gz);
@@ -80,10 +79,9 @@ static void truncated_and_corrupt_gzip_are_422(void **state) {
     size_t gzlen, outlen;
     assert_int_equal(pa_coll_gzip((const uint8_t *)text, strlen(text), &gz, &gzlen), 0);
     for (size_t cut = 0; cut < gzlen; cut++)
-        assert_int_equal(pa_coll_gunzip(gz, cut, 1 << 20, NULL, &out, &outlen, msg, sizeof msg),
-                         422);
+        assert_int_equal(pa_coll_gunzip(gz, cut, 1 << 20, NULL, &out, &outlen, &e), 422);
     gz[gzlen / 2] ^= 0xff;
-    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, msg, sizeof msg), 422);
+    assert_int_equal(pa_coll_gunzip(gz, gzlen, 1 << 20, NULL, &out, &outlen, &e), 422);
     free(gz);
 }
 
@@ -101,21 +99,21 @@ static void multipart_profile_field_is_found(void **state) {
     const uint8_t *data;
     size_t len;
     assert_int_equal(pa_coll_multipart_field(ct, (const uint8_t *)body, strlen(body), "profile",
-                                             &data, &len, msg, sizeof msg),
+                                             &data, &len, &e),
                      0);
     assert_int_equal(len, strlen("PROFILE\r\nBYTES"));
     assert_memory_equal(data, "PROFILE\r\nBYTES", len);
-    assert_int_equal(pa_coll_multipart_field(ct, (const uint8_t *)body, strlen(body), "nope", &data,
-                                             &len, msg, sizeof msg),
-                     422);
+    assert_int_equal(
+        pa_coll_multipart_field(ct, (const uint8_t *)body, strlen(body), "nope", &data, &len, &e),
+        422);
     assert_int_equal(pa_coll_multipart_field("multipart/form-data", (const uint8_t *)body,
-                                             strlen(body), "profile", &data, &len, msg, sizeof msg),
+                                             strlen(body), "profile", &data, &len, &e),
                      422);
     /* Every truncation is an error, never a read past the end. */
     for (size_t cut = 0; cut < strlen(body) - 10; cut++) {
         uint8_t *copy = malloc(cut + 1);
         memcpy(copy, body, cut);
-        pa_coll_multipart_field(ct, copy, cut, "profile", &data, &len, msg, sizeof msg);
+        pa_coll_multipart_field(ct, copy, cut, "profile", &data, &len, &e);
         free(copy);
     }
 }

@@ -11,7 +11,7 @@
 #include "ingest.h"
 #include "profile.h"
 
-static char msg[512];
+static pa_error e;
 
 static struct pa_coll_ingest_request req(const char *body) {
     return (struct pa_coll_ingest_request){
@@ -30,7 +30,7 @@ static void folded_upload_becomes_a_stored_profile(void **state) {
     (void)state;
     struct pa_coll_ingest_request rq = req("a;b 3\na;c 4\na;b 1\n");
     struct pa_coll_ingest_result res;
-    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 0);
     assert_string_equal(res.series.app, "app.cpu");
     assert_string_equal(res.labels, "env=prod");
     assert_int_equal(res.from, 1700000000);
@@ -64,7 +64,7 @@ static void pprof_upload_gzip_or_plain(void **state) {
         rq.body = (const uint8_t *)b->data;
         rq.body_len = b->len;
         struct pa_coll_ingest_result res;
-        assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+        assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 0);
         assert_int_equal(res.samples, 7);
         pa_coll_ingest_result_free(&res);
     }
@@ -100,7 +100,7 @@ static void pprof_upload_is_filed_by_its_mode(void **state) {
         rq.body = (const uint8_t *)b.data;
         rq.body_len = b.len;
         struct pa_coll_ingest_result res;
-        assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+        assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 0);
         assert_string_equal(pa_coll_upload_of(&res, "pyagent").app, cases[i].app);
         pa_coll_ingest_result_free(&res);
         pa_buf_free(&b);
@@ -119,15 +119,15 @@ static void content_encoding_gzip_folded(void **state) {
     rq.body_len = gzlen;
     struct pa_coll_ingest_result res;
     /* Without the header, like Pyroscope: a 422 that says why. */
-    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 422);
-    assert_non_null(strstr(msg, "Content-Encoding"));
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 422);
+    assert_non_null(strstr(e.msg, "Content-Encoding"));
     pa_coll_ingest_result_free(&res);
     rq.content_encoding = "gzip";
-    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 0);
     assert_int_equal(res.samples, 5);
     pa_coll_ingest_result_free(&res);
     rq.content_encoding = "br";
-    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 415);
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 415);
     pa_coll_ingest_result_free(&res);
     free(gz);
 }
@@ -158,12 +158,12 @@ static void bad_requests_get_their_status(void **state) {
         rq.sample_rate = cases[i].rate;
         rq.format = cases[i].format;
         struct pa_coll_ingest_result res;
-        msg[0] = '\0';
-        int status = pa_coll_ingest_decode(&rq, &res, msg, sizeof msg);
+        e.msg[0] = '\0';
+        int status = pa_coll_ingest_decode(&rq, &res, &e);
         if (status != cases[i].status)
-            fail_msg("case %zu: status %d (%s), expected %d", i, status, msg, cases[i].status);
+            fail_msg("case %zu: status %d (%s), expected %d", i, status, e.msg, cases[i].status);
         if (status)
-            assert_true(strlen(msg) > 5);
+            assert_true(strlen(e.msg) > 5);
         pa_coll_ingest_result_free(&res);
     }
 }
@@ -178,7 +178,7 @@ static void long_lines_are_dropped_not_fatal(void **state) {
     strcpy(body + n + big, " 9\n");
     struct pa_coll_ingest_request rq = req(body);
     struct pa_coll_ingest_result res;
-    assert_int_equal(pa_coll_ingest_decode(&rq, &res, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 0);
     assert_int_equal(res.samples, 2);
     assert_int_equal(res.dropped_lines, 1);
     pa_coll_ingest_result_free(&res);

@@ -10,11 +10,11 @@
 
 #include "name.h"
 
-static char msg[512];
+static pa_error e;
 
 static int parse(const char *name, char **labels, char *app, size_t applen) {
     struct pa_coll_series s;
-    int rc = pa_coll_series_parse(&s, name, msg, sizeof msg);
+    int rc = pa_coll_series_parse(&s, name, &e);
     if (rc == 0) {
         *labels = pa_coll_series_labels(&s);
         snprintf(app, applen, "%s", s.app);
@@ -58,9 +58,9 @@ static void bad_names_are_400_with_a_reason(void **state) {
         "app<script>.cpu",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        msg[0] = '\0';
+        e.msg[0] = '\0';
         assert_int_equal(parse(bad[i], &labels, app, sizeof app), 400);
-        assert_true(strlen(msg) > 5);
+        assert_true(strlen(e.msg) > 5);
     }
 }
 
@@ -76,14 +76,13 @@ static void at_most_30_labels(void **state) {
     name[strlen(name) - 1] = '\0';
     strcat(name, ",k30=v}");
     assert_int_equal(parse(name, &labels, app, sizeof app), 400);
-    assert_non_null(strstr(msg, "30"));
+    assert_non_null(strstr(e.msg, "30"));
 }
 
 static void selectors_match_labels(void **state) {
     (void)state;
     struct pa_coll_selector sel;
-    assert_int_equal(
-        pa_coll_selector_parse(&sel, "a.cpu{env=\"prod\", host=~\"web-.*\"}", msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{env=\"prod\", host=~\"web-.*\"}", &e), 0);
     assert_string_equal(sel.app, "a.cpu");
     assert_true(pa_coll_selector_matches(&sel, "env=prod,host=web-1"));
     assert_false(pa_coll_selector_matches(&sel, "env=prod,host=db-1"));
@@ -91,22 +90,21 @@ static void selectors_match_labels(void **state) {
     assert_false(pa_coll_selector_matches(&sel, "host=web-1"));
     pa_coll_selector_free(&sel);
 
-    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{env!=prod,pid!~\"1.*\"}", msg, sizeof msg),
-                     0);
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{env!=prod,pid!~\"1.*\"}", &e), 0);
     assert_true(pa_coll_selector_matches(&sel, "env=dev,pid=22"));
     assert_true(pa_coll_selector_matches(&sel, "pid=22"));
     assert_false(pa_coll_selector_matches(&sel, "env=dev,pid=12"));
     pa_coll_selector_free(&sel);
 
-    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu", msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu", &e), 0);
     assert_true(pa_coll_selector_matches(&sel, "anything=at,all=1"));
     pa_coll_selector_free(&sel);
 
-    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{k=\"open}", msg, sizeof msg), 400);
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{k=\"open}", &e), 400);
     pa_coll_selector_free(&sel);
-    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{k=~\"(\"}", msg, sizeof msg), 400);
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{k=~\"(\"}", &e), 400);
     pa_coll_selector_free(&sel);
-    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{k>3}", msg, sizeof msg), 400);
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{k>3}", &e), 400);
     pa_coll_selector_free(&sel);
 }
 

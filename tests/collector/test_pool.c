@@ -38,21 +38,21 @@ static void limits_total_and_per_client(void **state) {
     struct pa_coll_pool *p;
     struct pa_coll_pool_config cfg = {.threads = 1, .max_total = 3, .max_per_client = 2};
     assert_int_equal(pa_coll_pool_start(&p, &cfg), 0);
-    char msg[256];
+    pa_error e;
     gate_open = false;
-    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.1", held, NULL, msg, sizeof msg), 0);
-    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.1", held, NULL, msg, sizeof msg), 0);
-    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.1", held, NULL, msg, sizeof msg), 503);
-    assert_non_null(strstr(msg, "your address"));
-    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.2", held, NULL, msg, sizeof msg), 0);
-    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.3", held, NULL, msg, sizeof msg), 503);
-    assert_non_null(strstr(msg, "retry"));
+    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.1", held, NULL, &e), 0);
+    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.1", held, NULL, &e), 0);
+    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.1", held, NULL, &e), 503);
+    assert_non_null(strstr(e.msg, "your address"));
+    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.2", held, NULL, &e), 0);
+    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.3", held, NULL, &e), 503);
+    assert_non_null(strstr(e.msg, "retry"));
     open_gate();
     pa_coll_pool_stop(p);
     /* Each admitted job ran once: to the end, or as cancelled when stop came first. */
     assert_int_equal(atomic_load(&ran) + atomic_load(&cancelled_runs), 3);
     /* Stopped: every submit is refused, nothing is left to run. */
-    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.4", held, NULL, msg, sizeof msg), 503);
+    assert_int_equal(pa_coll_pool_submit(p, "10.0.0.4", held, NULL, &e), 503);
     pa_coll_pool_free(p);
 }
 
@@ -71,8 +71,8 @@ static void the_budget_is_armed_on_the_worker_only(void **state) {
     struct pa_coll_pool_config cfg = {
         .threads = 1, .max_total = 2, .max_per_client = 2, .budget_ms = 50};
     assert_int_equal(pa_coll_pool_start(&p, &cfg), 0);
-    char msg[256];
-    assert_int_equal(pa_coll_pool_submit(p, "a", watch_budget, NULL, msg, sizeof msg), 0);
+    pa_error e;
+    assert_int_equal(pa_coll_pool_submit(p, "a", watch_budget, NULL, &e), 0);
     pa_coll_pool_stop(p);
     pa_coll_pool_free(p);
     assert_true(atomic_load(&saw_budget_spent));
@@ -83,12 +83,12 @@ static void queued_jobs_are_cancelled_at_stop(void **state) {
     struct pa_coll_pool *p;
     struct pa_coll_pool_config cfg = {.threads = 1, .max_total = 4, .max_per_client = 4};
     assert_int_equal(pa_coll_pool_start(&p, &cfg), 0);
-    char msg[256];
+    pa_error e;
     gate_open = false;
     atomic_store(&ran, 0);
     atomic_store(&cancelled_runs, 0);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(pa_coll_pool_submit(p, "a", held, NULL, msg, sizeof msg), 0);
+        assert_int_equal(pa_coll_pool_submit(p, "a", held, NULL, &e), 0);
     /* The running one sees cancelled = false and waits on the gate; stop must not hang on it
      * once the gate opens, and the two queued ones run as cancelled. */
     open_gate();

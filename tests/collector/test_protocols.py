@@ -13,7 +13,7 @@ import unittest
 
 from harness import CollectorTest, _field, collector_path, gz, parse_folded, pprof
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))
 from pyroscope import fields  # noqa: E402
 
 NOW = int(time.time())

@@ -15,7 +15,7 @@
 #include "query.h"
 #include "store.h"
 
-static char msg[512];
+static pa_error e;
 static char path[256];
 
 static int setup(void **state) {
@@ -24,7 +24,7 @@ static int setup(void **state) {
     struct pa_coll_store *st;
     struct pa_coll_store_options o = {
         .sync = PA_SYNC_NORMAL, .retention = 3600, .retention_every = 3600};
-    if (pa_coll_store_open(&st, path, &o, msg, sizeof msg) != 0)
+    if (pa_coll_store_open(&st, path, &o, &e) != 0)
         return -1;
     *state = st;
     return 0;
@@ -58,13 +58,13 @@ static void insert(struct pa_coll_store *st, const char *labels, int64_t from, i
                                .spy_name = "test",
                                .profile = gz,
                                .profile_len = gzlen};
-    assert_int_equal(pa_coll_store_insert(st, &u, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_store_insert(st, &u, &e), 0);
     free(gz);
 }
 
 static uint64_t total(struct pa_coll_store *st, const char *query, int64_t from, int64_t until) {
     pa_profile *p;
-    assert_int_equal(pa_coll_query_profile(st, query, from, until, &p, NULL, msg, sizeof msg), 0);
+    assert_int_equal(pa_coll_query_profile(st, query, from, until, &p, NULL, &e), 0);
     uint64_t t = pa_profile_total(p);
     pa_profile_free(p);
     return t;
@@ -199,9 +199,8 @@ static void rollups_keep_every_range_exact(void **state) {
     /* A whole hour is read as one rollup row. */
     uint64_t uploads;
     pa_profile *p;
-    assert_int_equal(pa_coll_query_profile(st, "app.cpu", T_HOURS + 3600, T_HOURS + 7200, &p,
-                                           &uploads, msg, sizeof msg),
-                     0);
+    assert_int_equal(
+        pa_coll_query_profile(st, "app.cpu", T_HOURS + 3600, T_HOURS + 7200, &p, &uploads, &e), 0);
     assert_int_equal(pa_profile_total(p), 16 + 32 + 64 + 8); /* 8 straddles in from hour 0 */
     assert_int_equal(uploads, 4);
     pa_profile_free(p);

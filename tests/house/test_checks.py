@@ -6,7 +6,8 @@
 check_layers.py must report an upward include, an upward symbol reference and a cycle of
 files within a part; check_handler.py must find a call that is not async-signal-safe two calls
 below a root (through a local helper), and must not follow a function whose address is only
-taken. Exit status 0 when every check caught what it was shown."""
+taken; check_errors.py must report a message buffer passed as (char *, size_t) and accept
+pa_error. Exit status 0 when every check caught what it was shown."""
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import check_errors  # noqa: E402
 import check_handler  # noqa: E402
 import check_layers  # noqa: E402
 
@@ -65,7 +67,16 @@ def handler():
                "check_handler does not follow a function whose address is only taken: %r" % sorted(names))
 
 
+def errors():
+    bad = check_errors.violations("int f(const char *s,\n      char *msg, size_t msglen);\n", "x/f.h")
+    expect(len(bad) == 1 and bad[0].startswith("x/f.h:2:"),
+           "check_errors reports a (char *msg, size_t msglen) pair: %r" % bad)
+    good = check_errors.violations("int f(const char *s, pa_error *err);\nchar *name, size_t n;\n", "x/f.h")
+    expect(good == [], "check_errors accepts pa_error and buffers that are not messages: %r" % good)
+
+
 layers()
 handler()
+errors()
 print("%d passed, %d failed" % (checks[0] - len(failures), len(failures)))
 sys.exit(1 if failures else 0)

@@ -1,7 +1,7 @@
 """Conformance: the agent fed hostile names (invalid UTF-8, ';', '{}', ',', newlines, a 100 KB
 name, a 10,000-frame recursion, a thread named with separators, 40 user tags and a tag named
 service_name) sends only uploads that Grafana Pyroscope's rules accept, in the protocol given:
-tests/integration/pyroscope.py applies them (labels, UTF-8 of every string, sizes, sample
+tests/uploader/pyroscope.py applies them (labels, UTF-8 of every string, sizes, sample
 counts, time window) and refuses nothing; every sample of the local file arrives; the stacks
 are cut at 512 frames with <truncated>; the service is the service_name tag. Our collector
 takes the same uploads.
@@ -19,7 +19,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "agent"))
 from harness import Failure, check, free_port  # noqa: E402
 from pyroscope import FakePyroscope  # noqa: E402
 

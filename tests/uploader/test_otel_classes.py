@@ -19,7 +19,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "agent"))
 from harness import PROGRAMS, Failure, check, free_port  # noqa: E402
 
 # Runs under sid's interpreter with sid's packages: reads each body file named on the command

@@ -26,6 +26,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))  # test_upload
 from harness import PROGRAMS, Context, Failure, Run, check, free_port, load, run_case  # noqa: E402
 from test_upload import Collector, folded_stacks  # noqa: E402
 

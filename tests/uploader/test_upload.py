@@ -28,6 +28,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent"))  # harness
 from badserver import BadServer  # noqa: E402
 from pyroscope import FakePyroscope, decode_push, request_stacks  # noqa: E402
 from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402

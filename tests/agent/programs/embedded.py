@@ -1,4 +1,4 @@
-"""Run by tests/native/embed_late.c inside a C program that loaded libpython with dlopen:
+"""Run by tests/agent/embed_late.c inside a C program that loaded libpython with dlopen:
 burns CPU in embedded_burn(), forks a worker that burns in worker_burn() and ends with
 os._exit, as a prefork server's worker would. Writes the pids to pids.txt (parent first)."""
 import os
