@@ -354,6 +354,49 @@ def test_rejected_uploads_are_kept(ctx):
     check(total == local, "rejected/ holds %d samples, the local file %d" % (total, local))
     check(err.count("rejected a profile (HTTP 413: go away)") == 1, "the reason is not logged once: %r" % err)
     check("%d profile(s) rejected" % srv.requests in err, "no count of rejected profiles: %r" % err)
+    header_counts(cwd, rejected=srv.requests, rejected_dropped=0)
+    # The header counts a profile refused at exit too, the last upload, sent after the file
+    # was written (here the only one).
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="1", extra={"PYAGENT_UPLOAD_INTERVAL": "60"})
+    check(rc == 0 and srv.requests == 1, "exit's upload: rc %d, %d request(s): %s" % (rc, srv.requests, err[-2000:]))
+    header_counts(cwd, rejected=1, rejected_dropped=0)
+
+
+def header_counts(cwd, **want):
+    """The local file's header holds these upload counters (docs/formats.md)."""
+    meta = Profile(os.path.join(cwd, "local.folded")).meta
+    got = {k: meta.get(k) for k in want}
+    check(got == {k: str(v) for k, v in want.items()}, "header counters %r, expected %r" % (got, want))
+
+
+def rejected_files(ctx, app):
+    d = os.path.join(ctx.tmp, "spool-" + app, "rejected")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def test_rejected_bound_says_each_deletion(ctx):
+    """rejected/ is bounded by PYAGENT_SPOOL_MAX_MB like the spool (a server that refuses
+    everything must not fill the disk), but never silently: each refused profile the bound
+    deletes is one line on stderr naming its file, and the local file's header counts them
+    (rejected_dropped) beside the profiles refused (rejected)."""
+    rejected = os.path.join(ctx.tmp, "spool-bad", "rejected")
+    os.makedirs(rejected)
+    old = ["%013d-%010d-%06d.spool" % (1000 + i, 1, i) for i in range(3)]
+    for name in old:  # refused long ago, 600 KB each: 1.8 MB over a 1 MB bound
+        with open(os.path.join(rejected, name), "w") as f:
+            f.write("pyagent-spool 1 name=old&from=1&until=2&format=folded\n")
+            f.write("x 1\n" * 150000)
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="3", extra={"PYAGENT_SPOOL_MAX_MB": "1"})
+    check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+    left = sorted(os.listdir(rejected))
+    size = sum(os.path.getsize(os.path.join(rejected, f)) for f in left)
+    check(size <= 1 << 20, "rejected/ holds %d bytes over its 1 MB bound" % size)
+    dropped = len(old) + srv.requests - len(left)
+    check(dropped >= 2 and not set(old[:2]) & set(left), "the bound deleted %d file(s): %r" % (dropped, left))
+    said = re.findall(r"deleted (\S+\.spool), a profile the server had refused", err)
+    check(len(said) == dropped and len(set(said)) == dropped and not set(said) & set(left),
+          "%d refused profile(s) deleted, %d said: %r" % (dropped, len(said), said))
+    header_counts(cwd, rejected=srv.requests, rejected_dropped=dropped)
 
 
 def spool_stacks(path):
