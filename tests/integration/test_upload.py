@@ -9,7 +9,9 @@ module_names checks the names themselves.
 
     python3 test_upload.py --python PY --lib libpyagent.so --collector pyagent-collector \
         [--protocol push|ingest|otlp] CASE
-    python3 test_upload.py --list"""
+    python3 test_upload.py --list      (PROTOCOL.CASE, one line per test)
+
+A case marked @only(...) runs in those protocols only (a behaviour one protocol has)."""
 import argparse
 import gzip
 import json
@@ -29,10 +31,21 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badserver import BadServer  # noqa: E402
-from pyroscope import FakePyroscope, decode_push, request_stacks  # noqa: E402
+from pyroscope import FakePyroscope, Limits, decode_push, request_stacks  # noqa: E402
 from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+PROTOCOLS = ("push", "ingest", "otlp")
+
+
+def only(*protocols):
+    """Runs the case in these protocols only."""
+    def mark(fn):
+        fn.protocols = protocols
+        return fn
+    return mark
 
 
 def free_port():
@@ -633,6 +646,134 @@ def test_spool_resent_at_next_start(ctx):
         srv.stop()
 
 
+def dead_run(ctx, app, seconds):
+    """A run whose server is away: returns (its work directory, the spool's files, sorted)."""
+    spool = os.path.join(ctx.tmp, "spool-" + app)
+    dead = "http://127.0.0.1:%d" % free_port()
+    cwd = ctx.workdir()
+    env = ctx.agent(dead, app, spool=spool, extra={"PYAGENT_EXIT_TIMEOUT_MS": "500"})
+    rc, out, err = finish(ctx.start(["steady.py", seconds], env, cwd))
+    check(rc == 0, err)
+    names = sorted(f for f in os.listdir(spool) if f.endswith(".spool"))
+    check(len(names) >= 2, "the run left %d profile(s) in the spool" % len(names))
+    return cwd, names
+
+
+def next_run(ctx, app, srv):
+    """The run after dead_run, sharing its spool, against srv (stopped after): (work directory,
+    stderr)."""
+    try:
+        cwd = ctx.workdir()
+        env = ctx.agent(srv.url(), app, extra={"PYAGENT_EXIT_TIMEOUT_MS": "10000"})
+        rc, out, err = finish(ctx.start(["steady.py", "1"], env, cwd))
+        check(rc == 0, err)
+    finally:
+        srv.stop()
+    return cwd, err
+
+
+def test_spool_sent_oldest_first(ctx):
+    """Profiles a run left in the spool (its server away) are sent by the next run oldest
+    first, before the new run's own: the server receives the spool files' bodies, byte for
+    byte, in the order of their names (which sort by time)."""
+    cwd1, names = dead_run(ctx, "order", "4")
+    spool = os.path.join(ctx.tmp, "spool-order")
+    bodies = []
+    for name in names:
+        with open(os.path.join(spool, name), "rb") as f:
+            bodies.append(f.read().partition(b"\n")[2])
+    srv = BadServer("ok")
+    next_run(ctx, "order", srv)
+    got = [body for _, body, _, _ in srv.accepted]
+    check(len(got) > len(bodies), "%d requests for %d spooled profiles and the run's own" % (len(got), len(bodies)))
+    order = [bodies.index(b) if b in bodies else "new" for b in got]
+    check(order[:len(bodies)] == list(range(len(bodies))),
+          "requests in the order %s (spool files 0..%d, oldest first, then the run's own)" % (order, len(bodies) - 1))
+
+
+def test_spool_older_than_pyroscopes_window_is_rejected(ctx):
+    """Profiles spooled while the server was away, sent when it is back more than an hour
+    later (the fake Pyroscope's clock runs 2 h ahead), are outside Pyroscope's ingestion window
+    (reject_older_than, 1 h): each one is kept in rejected/, none deleted, the reason is on
+    stderr, and the local file's header counts them."""
+    cwd1, names = dead_run(ctx, "stale", "3")
+    srv = FakePyroscope(limits=Limits(clock_offset_s=7200))
+    cwd2, err = next_run(ctx, "stale", srv)
+    check(not srv.accepted and srv.rejected, "accepted %d, refused %d" % (len(srv.accepted), len(srv.rejected)))
+    check(all("outside of ingestion window" in m for _, m in srv.rejected), "refused for %r" % srv.rejected[:2])
+    kept = rejected_files(ctx, "stale")
+    check(set(names) <= set(kept) and len(kept) == len(srv.rejected),
+          "spooled %r, refused %d, kept in rejected/ %r" % (names, len(srv.rejected), kept))
+    check(re.search(r"rejected a profile \(HTTP 4\d\d: .*outside of ingestion window", err),
+          "the reason is not on stderr: %s" % err[-2000:])
+    total = sum(sum(spool_stacks(os.path.join(ctx.tmp, "spool-stale", "rejected", n)).values()) for n in kept)
+    want = sum(sum(local_stacks(os.path.join(d, "local.folded")).values()) for d in (cwd1, cwd2))
+    check(total == want, "rejected/ holds %d samples, the two runs %d" % (total, want))
+    header_counts(cwd2, rejected=len(srv.rejected))
+
+
+def test_profiles_carry_their_time(ctx):
+    """Every profile names its own time (pprof's time_nanos, OTLP's time_unix_nano, /ingest's
+    from), inside the run: Pyroscope stamps a profile without one with the time it arrives,
+    which files a profile resent from the spool at the wrong time, and checks it against its
+    window, which is how an old spool file is refused rather than misfiled."""
+    t0 = time.time()
+    srv, cwd, err = pyroscope_run(ctx, "timed", seconds="2")
+    t1 = time.time()
+    accepted_only(srv, err)
+    times = [r["time_nanos"] / 1e9 for r in srv.accepted]
+    check(all(int(t0) - 1 <= t <= t1 for t in times), "profile times %r outside the run [%.0f, %.0f]" % (times, t0, t1))
+
+
+@only("otlp")
+def test_otlp_partial_success_is_a_refusal(ctx):
+    """An OTLP server that answers 200 with a partial_success of rejected profiles has refused
+    them for good: each upload is kept in rejected/ (not deleted as sent), the server's
+    message is on stderr once, and the count is in the local file's header."""
+    srv = FakePyroscope(otlp_partial=1)
+    srv_, cwd, err = pyroscope_run(ctx, "partial", seconds="3", server=srv)
+    check(not srv.rejected and not srv.accepted and srv.partial >= 2, "partial successes %d" % srv.partial)
+    kept = rejected_files(ctx, "partial")
+    check(len(kept) == srv.partial, "%d partial successes, %d kept in rejected/" % (srv.partial, len(kept)))
+    total = sum(sum(spool_stacks(os.path.join(ctx.tmp, "spool-partial", "rejected", n)).values()) for n in kept)
+    local = sum(local_stacks(os.path.join(cwd, "local.folded")).values())
+    check(total == local, "rejected/ holds %d samples, the local file %d" % (total, local))
+    check(err.count("OTLP partial success, 1 rejected: tenant over its series limit") == 1,
+          "the reason is not said once: %s" % err[-2000:])
+    header_counts(cwd, rejected=srv.partial, rejected_dropped=0)
+
+
+@only("push")
+def test_protocol_unset_or_unknown(ctx):
+    """Without PYAGENT_PROTOCOL (and PYAGENT_UPLOAD_FORMAT) the agent sends Pyroscope's Push
+    (POST /push.v1.PusherService/Push); without it but with PYAGENT_UPLOAD_FORMAT=folded,
+    folded text to /ingest (the variable's old meaning). An unknown value is one line on
+    stderr naming the variable, the value and the protocol used instead, push."""
+    cases = (({}, "/push.v1.PusherService/Push", None),
+             ({"PYAGENT_UPLOAD_FORMAT": "folded"}, "/ingest", None),
+             ({"PYAGENT_PROTOCOL": "grpc"}, "/push.v1.PusherService/Push",
+              'PYAGENT_PROTOCOL="grpc" is not push, ingest or otlp; using push'))
+    for extra, path, said in cases:
+        srv = BadServer("ok")
+        cwd = ctx.workdir()
+        try:
+            env = ctx.agent(srv.url(), "proto")
+            del env["PYAGENT_PROTOCOL"], env["PYAGENT_UPLOAD_FORMAT"]
+            env.update(extra)
+            rc, out, err = finish(ctx.start(["steady.py", "1"], env, cwd))
+            check(rc == 0, "%s: program failed: %s" % (extra, err[-2000:]))
+        finally:
+            srv.stop()
+        paths = sorted({a[3] for a in srv.accepted})
+        check(paths == [path], "%s: uploads to %s, expected %s" % (extra, paths, path))
+        if path == "/ingest":
+            check(all(a[0].get("format") == "folded" for a in srv.accepted), "%s: not folded" % extra)
+        lines = [ln for ln in err.splitlines() if "PYAGENT_PROTOCOL" in ln]
+        check(lines == [] if said is None else len(lines) == 1 and said in lines[0],
+              "%s: stderr says %r" % (extra, lines))
+        same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "%s" % extra)
+
+
 def test_spool_is_bounded(ctx):
     spool = os.path.join(ctx.tmp, "spool-bounded")
     os.makedirs(spool)
@@ -851,19 +992,28 @@ def test_agent_threads_bound(ctx):
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 
 
+def listing():
+    """PROTOCOL.CASE for every case in every protocol it runs in."""
+    return ["%s.%s" % (p, case) for p in PROTOCOLS for case, fn in CASES.items()
+            if p in getattr(fn, "protocols", PROTOCOLS)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python")
     ap.add_argument("--lib")
     ap.add_argument("--launcher", default="")
     ap.add_argument("--collector")
-    ap.add_argument("--protocol", default="push", choices=("push", "ingest", "otlp"))
+    ap.add_argument("--protocol", default="push", choices=PROTOCOLS)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(CASES))
+        print("\n".join(listing()))
         return 0
+    if a.protocol not in getattr(CASES[a.case], "protocols", PROTOCOLS):
+        print("FAIL %s: runs in %s only, not %s" % (a.case, "/".join(CASES[a.case].protocols), a.protocol))
+        return 1
     ctx = UploadCtx(a.python, os.path.abspath(a.lib), a.launcher, os.path.abspath(a.collector), a.protocol)
     t0 = time.time()
     try:
