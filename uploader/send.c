@@ -536,9 +536,10 @@ static void bound_spool(const char *dir, int rejected) {
 }
 
 /* Grafana Pyroscope refuses a profile of more than 16000 samples (pprof Samples, our unique
- * stacks) or 4 MiB of uncompressed pprof (max_profile_stacktrace_samples,
- * max_profile_size_bytes); on its folded path the same limits apply to the pprof it builds. */
-enum { MAX_PROFILE_STACKS = 16000, MAX_PROFILE_BYTES = 4 << 20 };
+ * stacks; PYAGENT_MAX_PROFILE_STACKS for a tenant with another limit) or 4 MiB of uncompressed
+ * pprof (max_profile_stacktrace_samples, max_profile_size_bytes); on its folded path the same
+ * limits apply to the pprof it builds. */
+enum { MAX_PROFILE_BYTES = 4 << 20 };
 
 /* An upper bound of p's size as uncompressed pprof: each frame's strings, Location, Line and
  * Function, each stack's location ids and values. */
@@ -579,16 +580,16 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
 
 static int spool_parts(const pa_profile *p, time_t from, time_t until) {
     size_t n = pa_profile_stack_count(p);
-    if (n < 2 || (n <= MAX_PROFILE_STACKS && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
+    if (n < 2 || (n <= cfg.max_profile_stacks && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
         return spool_one(p, from, until);
     /* Split in halves (each with only its own frames) until every part fits: the same
      * samples, as several profiles of the same interval, which Pyroscope adds up. */
     static int split_logged;
     if (!split_logged++)
         pa_log(PA_LOG_INFO,
-               "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%d "
+               "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%u "
                "stacks, %d MiB); it is sent in parts (said once)",
-               n, MAX_PROFILE_STACKS, MAX_PROFILE_BYTES >> 20);
+               n, cfg.max_profile_stacks, MAX_PROFILE_BYTES >> 20);
     int rc = 0;
     size_t half = (n + 1) / 2;
     for (size_t first = 0; first < n; first += half) {

@@ -537,24 +537,52 @@ def test_pyroscope_hostile_frame_names(ctx):
         check(any("\ufffd" in k for k in local), "%s: no cut name in the profile (the test shows nothing)" % fmt)
 
 
-def test_pyroscope_profile_over_its_limits_is_split(ctx):
-    """A profile of more unique stacks than Pyroscope takes in one (16,000) is sent in parts
-    that it accepts, holding every sample. It needs a high rate: where perf events are
-    forbidden (CPU timers, at most ~250 samples per CPU-second) the program cannot produce
-    that many stacks and only the acceptance is checked."""
-    extra = {"PYAGENT_RATE": "10000", "PYAGENT_UPLOAD_INTERVAL": "60", "PYAGENT_EXIT_TIMEOUT_MS": "20000",
-             "PYAGENT_LOG": "info"}
-    srv, cwd, err = pyroscope_run(ctx, "many", seconds="6", extra=extra, program="many_stacks.py")
+def split_run(ctx, app, limit, extra, seconds, program, limits=None):
+    """One profile (a 60 s interval, sent at exit) that Pyroscope with these limits takes
+    only in parts: every part accepted, the parts holding the local file's stacks exactly."""
+    extra = dict(extra, PYAGENT_UPLOAD_INTERVAL="60", PYAGENT_EXIT_TIMEOUT_MS="20000", PYAGENT_LOG="info")
+    srv, cwd, err = pyroscope_run(ctx, app, seconds=seconds, extra=extra, program=program,
+                                  server=FakePyroscope(limits=limits or Limits()))
     accepted_only(srv, err)
     local = local_stacks(os.path.join(cwd, "local.folded"))
-    got = sum(r["samples"] for r in srv.accepted)
-    check(got == sum(local.values()), "Pyroscope got %d samples, the local file %d" % (got, sum(local.values())))
-    if Profile(os.path.join(cwd, "local.folded")).meta.get("timer") != "perf-task-clock":
-        return
-    check(len(local) > 16000, "only %d unique stacks at 10 kHz: the split is not exercised" % len(local))
-    check(len(srv.accepted) >= 2 and all(len(r["stacks"]) <= 16000 for r in srv.accepted),
-          "%d stacks sent as %s" % (len(local), [len(r["stacks"]) for r in srv.accepted]))
+    got = {}
+    for rec in srv.accepted:
+        for k, v in rec["stacks"].items():
+            got[k] = got.get(k, 0) + v
+    same_stacks(got, local, "the parts at Pyroscope")
+    check(len(srv.accepted) >= 2, "%s: sent as %d profile(s)" % (limit, len(srv.accepted)))
     check("sent in parts" in err, "the split is not said: %s" % err[-2000:])
+    return srv, cwd, local
+
+
+def test_pyroscope_profile_over_its_limits_is_split(ctx):
+    """A profile of more unique stacks than Pyroscope takes in one is sent in parts that it
+    accepts, holding every sample. A tenant limit of 300 stacks (PYAGENT_MAX_PROFILE_STACKS=300
+    and a fake Pyroscope refusing more) is passed at any timer's rate; Pyroscope's default,
+    16,000, only at 10 kHz, so that run needs perf events (elsewhere at most ~250 samples per
+    CPU-second: 16,000 stacks would take a minute of CPU)."""
+    srv, cwd, local = split_run(ctx, "many", "300 stacks", {"PYAGENT_MAX_PROFILE_STACKS": "300"}, "3",
+                                "many_stacks.py", Limits(max_samples=300))
+    check(len(local) > 300, "only %d unique stacks: the split is not exercised" % len(local))
+    check(all(len(r["stacks"]) <= 300 for r in srv.accepted), "parts of %s stacks" % [len(r["stacks"]) for r in srv.accepted])
+    if Profile(os.path.join(cwd, "local.folded")).meta.get("timer") != "perf-task-clock":
+        print("no perf events here: Pyroscope's default limit of 16,000 stacks is not reached")
+        return
+    srv, cwd, local = split_run(ctx, "many", "16000 stacks", {"PYAGENT_RATE": "10000"}, "6", "many_stacks.py")
+    check(len(local) > 16000, "only %d unique stacks at 10 kHz: the split is not exercised" % len(local))
+    check(all(len(r["stacks"]) <= 16000 for r in srv.accepted), "parts of %s stacks" % [len(r["stacks"]) for r in srv.accepted])
+
+
+def test_pyroscope_profile_over_4mib_is_split(ctx):
+    """A profile bigger than Pyroscope's 4 MiB (uncompressed) with few stacks: 24 call chains of
+    400 distinct functions, each with a long name in a file of its own, about 1 KiB of strings
+    per frame. It is sent in parts of at most 4 MiB each (the fake Pyroscope refuses more),
+    holding every sample; whatever the timer, a few samples per chain are enough."""
+    srv, cwd, local = split_run(ctx, "big", "4 MiB", {}, "3.6", "long_frames.py")
+    frames = {f for k in local for f in k.split(";")}
+    size = sum(len(f.encode()) for f in frames)
+    check(size > 4 << 20, "the profile's frames hold %d bytes, under 4 MiB: the split is not exercised" % size)
+    check(all(r["bytes"] <= 4 << 20 for r in srv.accepted), "parts of %s bytes" % [r["bytes"] for r in srv.accepted])
 
 
 MODULES = r"""
