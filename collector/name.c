@@ -87,6 +87,8 @@ static int check_key(const char *k, char *msg, size_t msglen) {
     if (n > PA_COLL_MAX_KEY_LEN)
         return fail(msg, msglen, "labels: a label name is longer than %d bytes",
                     PA_COLL_MAX_KEY_LEN);
+    if (k[0] >= '0' && k[0] <= '9') /* Pyroscope: [A-Za-z_][A-Za-z0-9_]* once '.' is '_' */
+        return fail(msg, msglen, "labels: label name '%.64s' starts with a digit", k);
     for (size_t i = 0; i < n; i++)
         if (!key_char(k[i]))
             return fail(msg, msglen,

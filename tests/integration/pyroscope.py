@@ -44,6 +44,7 @@ import re
 import threading
 import time
 import urllib.parse
+import zlib
 
 MAX_LABEL_NAME = 1024
 MAX_LABEL_VALUE = 2048
@@ -91,6 +92,17 @@ def valid_utf8(b):
         return True
     except UnicodeDecodeError:
         return False
+
+
+def gunzip(raw, status):
+    """A pprof body as Pyroscope reads it: gunzipped when it starts with gzip's magic bytes; a
+    broken gzip stream is a malformed profile."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise Reject(status, "failed to decompress the profile: %s" % e)
 
 
 def parse_name(name_bytes):
@@ -640,8 +652,7 @@ class FakePyroscope:
 
     def check_pprof(self, raw, ls, status):
         """The pprof rules (size, samples, UTF-8, time window); the record's stacks and types."""
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        raw = gunzip(raw, status)
         if len(raw) > self.limits.max_bytes:
             raise Reject(status, "uncompressed profile payload size exceeds limit of %d bytes" % self.limits.max_bytes)
         p = decode_pprof(raw)
@@ -670,9 +681,7 @@ class FakePyroscope:
         return validate_labels(pairs + user, status)
 
     def ingest_pprof(self, service, labels, spy, q, body):
-        raw = body
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        raw = gunzip(body, 422)
         if len(raw) > self.limits.max_bytes:
             raise Reject(422, "uncompressed profile payload size exceeds limit of %d bytes" % self.limits.max_bytes)
         p = decode_pprof(raw)
