@@ -173,6 +173,7 @@ static void read_upload_config(struct pa_config *cfg) {
     cfg->upload_timeout_ms = env_uint("PYAGENT_UPLOAD_TIMEOUT_MS", 10, 600000, 10000);
     cfg->exit_timeout_ms = env_uint("PYAGENT_EXIT_TIMEOUT_MS", 0, 600000, 1000);
     cfg->spool_max_mb = env_uint("PYAGENT_SPOOL_MAX_MB", 1, 1000000, 64);
+    cfg->max_profile_stacks = env_uint("PYAGENT_MAX_PROFILE_STACKS", 1, 100000000, 16000);
     env_str(cfg->spool_dir, sizeof cfg->spool_dir, "PYAGENT_SPOOL_DIR", NULL);
 }
 

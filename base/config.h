@@ -39,6 +39,9 @@ struct pa_config {
     unsigned connect_timeout_ms, upload_timeout_ms, exit_timeout_ms;
     char spool_dir[1024];  /* PYAGENT_SPOOL_DIR */
     unsigned spool_max_mb; /* PYAGENT_SPOOL_MAX_MB */
+    /* PYAGENT_MAX_PROFILE_STACKS: the server's max_profile_stacktrace_samples (Pyroscope's
+     * default 16000; a tenant may have another) */
+    unsigned max_profile_stacks;
 };
 
 /* Fills cfg from the environment; warnings go to stderr. */

@@ -95,6 +95,11 @@ static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t l
     free(plain);
     if (rc != 0)
         return fail(422, err, "pprof: %s", perr.msg[0] ? perr.msg : "cannot decode");
+    if (stats.bad_utf8)
+        return fail(422, err,
+                    "pprof: %llu string(s) of the string table are not valid UTF-8 (Grafana "
+                    "Pyroscope refuses the whole profile)",
+                    (unsigned long long)stats.bad_utf8);
     *stacks = stats.stacks;
     return 0;
 }
@@ -142,6 +147,8 @@ static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dro
         return fail(422, err,
                     "folded: line %llu is not 'frame;frame;... count' (%llu malformed lines)",
                     (unsigned long long)stats.first_bad_line, (unsigned long long)stats.bad_lines);
+    if (!pa_utf8_valid((const char *)data, len)) /* well-formed, but Pyroscope cannot store it */
+        return fail(400, err, "folded: the text is not valid UTF-8");
     *stacks = stats.stacks;
     return 0;
 }

@@ -72,6 +72,8 @@ static int check_key(const char *k, pa_error *err) {
         return fail(err, "labels: a label name is empty");
     if (n > PA_COLL_MAX_KEY_LEN)
         return fail(err, "labels: a label name is longer than %d bytes", PA_COLL_MAX_KEY_LEN);
+    if (k[0] >= '0' && k[0] <= '9') /* Pyroscope: [A-Za-z_][A-Za-z0-9_]* once '.' is '_' */
+        return fail(err, "labels: label name '%.64s' starts with a digit", k);
     for (size_t i = 0; i < n; i++)
         if (!pa_series_label_char(k[i]))
             return fail(err,

@@ -261,6 +261,10 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
         else if (strcmp(ls[i].name, "pyroscope_spy") == 0)
             spy = ls[i].value; /* the client, as /ingest's spyName: not a label of the series */
     }
+    if (!type || !*type) { /* Pyroscope: an empty metric name is invalid */
+        pa_fail(err, "profile name (__name__) is required");
+        return 400;
+    }
     pa_buf name = {0};
     int rc = pa_coll_push_name(&name, service, type, ls, s->n_labels, err);
     for (size_t k = 0; rc == 0 && k < s->n_samples; k++) {

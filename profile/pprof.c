@@ -437,6 +437,10 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         } else if (wire == 2 && field == 6) {
             GROW(strs, nstr, capstr);
             strs[nstr++] = (struct strref){(const char *)sub.p, (size_t)(sub.end - sub.p)};
+            /* Counted, not refused: readers take such names; a server that follows Grafana
+             * Pyroscope refuses the whole profile. */
+            if (!pa_utf8_valid((const char *)sub.p, (size_t)(sub.end - sub.p)))
+                stats->bad_utf8++;
         } else if (wire == 2 && field == 3) {
             GROW(maps, nmap, capmap);
             struct pmap *m = &maps[nmap++];

@@ -163,6 +163,7 @@ typedef struct pa_parse_stats {
     uint64_t samples;        /* sum of their counts */
     uint64_t bad_lines;      /* malformed lines skipped */
     uint64_t first_bad_line; /* 1-based line number of the first, 0 if none */
+    uint64_t bad_utf8;       /* pprof: string table entries that are not valid UTF-8 */
 } pa_parse_stats;
 
 /* Incremental parser: feed bytes in any chunking, then finish. Detects gzip, pprof and the

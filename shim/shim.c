@@ -121,8 +121,15 @@ static int save(int final) {
  * PYAGENT_EXIT_TIMEOUT_MS: what cannot be sent by then stays in the spool. */
 static void flush(int final) {
     double deadline = final ? mono_now() + cfg.exit_timeout_ms / 1000.0 : 0;
-    if (save(final) == 0)
+    if (save(final) == 0) {
         pa_uploader_send(deadline, final);
+        /* The final upload may have had profiles refused: the header counts them too. */
+        if (final) {
+            pthread_mutex_lock(&flush_lock);
+            pa_uploader_rewrite_local();
+            pthread_mutex_unlock(&flush_lock);
+        }
+    }
 }
 
 /* Before exec (shim/signals.c): no destructor runs in a replaced image, so what was sampled is

@@ -56,7 +56,10 @@ static char spool_dir[1100];
 static unsigned seq;
 static double retry_at; /* monotonic seconds */
 static unsigned failures;
-static struct pa_send_stats stats;
+/* pa_send_stats, counted under send_lock and read without it (the exit path's header). */
+static struct {
+    _Atomic uint64_t sent, failed_attempts, rejected, spool_dropped, rejected_dropped;
+} stats;
 static char last_reason[600]; /* the last rejection logged: each reason is said once */
 /* Serializes sending (spool claims, counters, back-off); never held by fork or the exit path
  * beyond the exit deadline. */
@@ -412,14 +415,22 @@ void pa_send_fork_child(void) {
     seq = 0;
     failures = 0;
     retry_at = 0;
-    memset(&stats, 0, sizeof stats);
+    atomic_store(&stats.sent, 0);
+    atomic_store(&stats.failed_attempts, 0);
+    atomic_store(&stats.rejected, 0);
+    atomic_store(&stats.spool_dropped, 0);
+    atomic_store(&stats.rejected_dropped, 0);
     last_reason[0] = 0;
     free(name_q);
     name_q = build_name();
 }
 
 void pa_send_get_stats(struct pa_send_stats *st) {
-    *st = stats;
+    st->sent = atomic_load(&stats.sent);
+    st->failed_attempts = atomic_load(&stats.failed_attempts);
+    st->rejected = atomic_load(&stats.rejected);
+    st->spool_dropped = atomic_load(&stats.spool_dropped);
+    st->rejected_dropped = atomic_load(&stats.rejected_dropped);
 }
 
 static int cmp_names(const void *a, const void *b) {
@@ -477,9 +488,13 @@ static void free_list(char **names, size_t n) {
     free(names);
 }
 
-/* Keeps a spool directory (the spool, or its rejected/) under the bound by dropping the oldest
- * files, counted. */
-static void bound_spool(const char *dir) {
+/* Keeps a spool directory under PYAGENT_SPOOL_MAX_MB by deleting its oldest files. The spool's
+ * profiles are counted in one warning per pass (a server away for long: they were never
+ * refused). In rejected/ every deletion is a profile a server refused and nobody has looked at
+ * yet: each one is said on its own line, by name, and counted (rejected_dropped in the local
+ * file's header), so that the bound never loses an upload silently. The bound stays: a server
+ * that refuses everything must not fill the disk. */
+static void bound_spool(const char *dir, int rejected) {
     size_t n;
     uint64_t bytes;
     char **names = list_spool(dir, &n, &bytes);
@@ -489,24 +504,31 @@ static void bound_spool(const char *dir) {
         char path[1400];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (stat(path, &st) == 0 && unlink(path) == 0) {
-            bytes -= (uint64_t)st.st_size;
-            dropped++;
-        }
+        if (stat(path, &st) != 0 || unlink(path) != 0)
+            continue;
+        bytes -= (uint64_t)st.st_size;
+        dropped++;
+        if (rejected)
+            pa_log(PA_LOG_ERROR,
+                   "%s is over PYAGENT_SPOOL_MAX_MB=%u: deleted %s, a profile the server had "
+                   "refused (%llu rejected profile(s) deleted so far)",
+                   dir, cfg.spool_max_mb, names[i],
+                   (unsigned long long)(atomic_fetch_add(&stats.rejected_dropped, 1) + 1));
     }
-    if (dropped) {
-        stats.spool_dropped += dropped;
+    if (dropped && !rejected) {
         pa_log(PA_LOG_WARN,
                "spool %s is over %u MB: dropped its %zu oldest profile(s) (%llu so far)", dir,
-               cfg.spool_max_mb, dropped, (unsigned long long)stats.spool_dropped);
+               cfg.spool_max_mb, dropped,
+               (unsigned long long)(atomic_fetch_add(&stats.spool_dropped, dropped) + dropped));
     }
     free_list(names, n);
 }
 
 /* Grafana Pyroscope refuses a profile of more than 16000 samples (pprof Samples, our unique
- * stacks) or 4 MiB of uncompressed pprof (max_profile_stacktrace_samples,
- * max_profile_size_bytes); on its folded path the same limits apply to the pprof it builds. */
-enum { MAX_PROFILE_STACKS = 16000, MAX_PROFILE_BYTES = 4 << 20 };
+ * stacks; PYAGENT_MAX_PROFILE_STACKS for a tenant with another limit) or 4 MiB of uncompressed
+ * pprof (max_profile_stacktrace_samples, max_profile_size_bytes); on its folded path the same
+ * limits apply to the pprof it builds. */
+enum { MAX_PROFILE_BYTES = 4 << 20 };
 
 /* An upper bound of p's size as uncompressed pprof: each frame's strings, Location, Line and
  * Function, each stack's location ids and values. */
@@ -547,16 +569,16 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
 
 static int spool_parts(const pa_profile *p, time_t from, time_t until) {
     size_t n = pa_profile_stack_count(p);
-    if (n < 2 || (n <= MAX_PROFILE_STACKS && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
+    if (n < 2 || (n <= cfg.max_profile_stacks && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
         return spool_one(p, from, until);
     /* Split in halves (each with only its own frames) until every part fits: the same
      * samples, as several profiles of the same interval, which Pyroscope adds up. */
     static int split_logged;
     if (!split_logged++)
         pa_log(PA_LOG_INFO,
-               "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%d "
+               "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%u "
                "stacks, %d MiB); it is sent in parts (said once)",
-               n, MAX_PROFILE_STACKS, MAX_PROFILE_BYTES >> 20);
+               n, cfg.max_profile_stacks, MAX_PROFILE_BYTES >> 20);
     int rc = 0;
     size_t half = (n + 1) / 2;
     for (size_t first = 0; first < n; first += half) {
@@ -658,7 +680,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
     }
     pa_buf_free(&body);
     pa_buf_free(&head);
-    bound_spool(spool_dir);
+    bound_spool(spool_dir, 0);
     return ok ? 0 : -1;
 }
 
@@ -871,9 +893,9 @@ static int read_spool(const char *path, struct target *t, pa_buf *body) {
     return 0;
 }
 
-/* A profile the server refused (4xx): never deleted, it moves to the spool's rejected/
- * directory (bounded like the spool), where it can be read, fixed and sent again by hand. The
- * server's reason is logged once per distinct reason; stats.rejected counts them all. */
+/* A profile the server refused (4xx): it moves to the spool's rejected/ directory (bounded
+ * like the spool, each deletion said: bound_spool), where it can be read, fixed and sent again by
+ * hand. The server's reason is logged once per distinct reason; stats.rejected counts them all. */
 static void keep_rejected(const char *claimed, const char *path, const char *name,
                           const char *reason) {
     char dir[1200], to[1500];
@@ -887,15 +909,15 @@ static void keep_rejected(const char *claimed, const char *path, const char *nam
         rename(claimed, path);
         return;
     }
-    stats.rejected++;
+    uint64_t rejected = atomic_fetch_add(&stats.rejected, 1) + 1;
     if (strcmp(reason, last_reason) != 0) {
         snprintf(last_reason, sizeof last_reason, "%s", reason);
         pa_log(PA_LOG_ERROR,
                "%s rejected a profile (%s); it is kept in %s (%llu rejected so far; the same "
                "reason is not repeated)",
-               cfg.server, reason, dir, (unsigned long long)stats.rejected);
+               cfg.server, reason, dir, (unsigned long long)rejected);
     }
-    bound_spool(dir);
+    bound_spool(dir, 1);
 }
 
 /* The send lock; at exit (deadline > 0) only until the deadline, after asking a transfer in
@@ -990,8 +1012,9 @@ void pa_send_flush(double deadline, int respect_backoff) {
         break;
     }
     free_list(names, n);
-    if (!respect_backoff && stats.rejected)
+    uint64_t rejected = atomic_load(&stats.rejected);
+    if (!respect_backoff && rejected)
         pa_log(PA_LOG_WARN, "%llu profile(s) rejected by %s in this process; kept in %s/rejected",
-               (unsigned long long)stats.rejected, cfg.server, spool_dir);
+               (unsigned long long)rejected, cfg.server, spool_dir);
     pthread_mutex_unlock(&send_lock);
 }

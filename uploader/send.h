@@ -27,7 +27,10 @@ void pa_send_flush(double deadline, int respect_backoff);
 void pa_send_fork_child(void);
 
 struct pa_send_stats {
-    uint64_t sent, failed_attempts, rejected, spool_dropped;
+    uint64_t sent, failed_attempts;
+    uint64_t rejected;         /* profiles a server refused, moved to rejected/ */
+    uint64_t spool_dropped;    /* spooled profiles deleted by the spool's bound, never sent */
+    uint64_t rejected_dropped; /* refused profiles deleted from rejected/ by its bound */
 };
 void pa_send_get_stats(struct pa_send_stats *st);
 

@@ -34,7 +34,8 @@ static uint64_t dropped_total;
 static int write_failed_logged;
 static int spooled; /* this process has put a profile of its own in the spool */
 
-static uint64_t untimed_total; /* samples counted whose time bucket was not recorded */
+static uint64_t untimed_total;       /* samples counted whose time bucket was not recorded */
+static struct pa_send_stats written; /* the uploads' counters in the local file's header */
 
 /* A profile of this process: with time buckets when they are on (PYAGENT_TIME_BUCKET_MS). */
 static pa_profile *new_profile(void) {
@@ -269,7 +270,23 @@ static void set_meta_u64(const char *key, uint64_t v) {
     pa_profile_set_meta(total, key, buf);
 }
 
+static int write_local(int final, int quiet);
+
 int pa_uploader_write_local(int final) {
+    return write_local(final, 0);
+}
+
+int pa_uploader_rewrite_local(void) {
+    struct pa_send_stats now;
+    pa_send_get_stats(&now);
+    if (!cfg.server[0] ||
+        (now.rejected == written.rejected && now.rejected_dropped == written.rejected_dropped &&
+         now.spool_dropped == written.spool_dropped))
+        return 0;
+    return write_local(1, 1);
+}
+
+static int write_local(int final, int quiet) {
     /* Checked again at each write: the program may have made the path a FIFO meanwhile. */
     if (!out_path[0] || check_out_path() != 0)
         return 0;
@@ -299,6 +316,14 @@ int pa_uploader_write_local(int final) {
     set_meta_u64("signals", st.signals);
     set_meta_u64("achieved_rate", cpu_s > 0 ? (uint64_t)((double)st.signals / cpu_s + 0.5) : 0);
     pa_profile_set_meta(total, "final", final ? "1" : "0");
+    if (cfg.server[0]) {
+        /* What the server refused is on stderr and in rejected/; the header keeps the count
+         * with the profile (docs/formats.md). */
+        pa_send_get_stats(&written);
+        set_meta_u64("rejected", written.rejected);
+        set_meta_u64("rejected_dropped", written.rejected_dropped);
+        set_meta_u64("spool_dropped", written.spool_dropped);
+    }
 
     pa_buf buf = {0};
     pa_profile_encode_folded(total, &buf);
@@ -327,7 +352,7 @@ int pa_uploader_write_local(int final) {
         write_failed_logged = 1;
         return -1;
     }
-    if (final) {
+    if (final && !quiet) {
         pa_log(PA_LOG_INFO, "profile written to %s (%llu samples)", out_path,
                (unsigned long long)pa_profile_total(total));
         pa_log(PA_LOG_DEBUG, "handler time, ns (bucket floor:samples): %s", st.handler_hist);
@@ -346,5 +371,6 @@ void pa_uploader_fork_child(void) {
     untimed_total = 0;
     write_failed_logged = 0;
     spooled = 0;
+    memset(&written, 0, sizeof written);
     set_out_path(1);
 }

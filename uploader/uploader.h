@@ -26,6 +26,9 @@ void pa_uploader_spool(void);
 void pa_uploader_send(double deadline, int final);
 /* Writes the local file (if one is configured). final: the last write of this process. */
 int pa_uploader_write_local(int final);
+/* After the final upload: writes the local file again if the uploads' counters in its header
+ * (rejected, rejected_dropped, spool_dropped) changed since it was written. */
+int pa_uploader_rewrite_local(void);
 /* The child of a fork starts with empty profiles and its own file name. */
 void pa_uploader_fork_child(void);
 /* The local file path of this process ("" if none). */

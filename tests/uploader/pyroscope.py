@@ -27,7 +27,16 @@ counts become CPU time), else the period type's name; a dictionary missing or an
 its tables is 400; the profile time and strings are checked as on the pprof path.
 
 Accepted profiles are kept in .accepted as dicts: service, name (__name__), types (sample
-types), labels, samples (the sum of the first value, as counts), stacks ({"f1;f2": count})."""
+types), labels, samples (the sum of the first value, as counts), stacks ({"f1;f2": count}),
+time_nanos (the profile's own time: pprof's time_nanos, OTLP's time_unix_nano, /ingest's from
+for folded; 0 when the body has none, which Pyroscope stamps with the time it arrives, so a
+resent spool file without one would be filed at the wrong time), bytes (its uncompressed size).
+
+Limits (a tenant's max_profile_stacktrace_samples and max_profile_size_bytes, and the server's
+clock, which a test moves forward to stand for a server that comes back hours later) are
+Pyroscope's defaults unless given. FakePyroscope(otlp_partial=N) answers every OTLP request
+with 200 and a partial_success of N rejected profiles (how an OTLP server refuses part of a
+request), keeping nothing."""
 import gzip
 import http.server
 import json
@@ -35,6 +44,7 @@ import re
 import threading
 import time
 import urllib.parse
+import zlib
 
 MAX_LABEL_NAME = 1024
 MAX_LABEL_VALUE = 2048
@@ -50,6 +60,26 @@ LABEL_CHARS = re.compile(r"^[A-Za-z0-9_.]+$")
 FOLDED_TYPES = {"cpu": "process_cpu", "itimer": "process_cpu", "wall": "wall"}
 
 
+class Limits:
+    """A tenant's per-profile limits and the server's clock."""
+
+    def __init__(self, max_samples=MAX_SAMPLES, max_bytes=MAX_PROFILE_BYTES, clock_offset_s=0.0):
+        self.max_samples, self.max_bytes, self.clock_offset_s = max_samples, max_bytes, clock_offset_s
+
+    def now(self):
+        return time.time() + self.clock_offset_s
+
+    def check_time(self, t, status, what):
+        """Pyroscope's ingestion window: t (seconds) inside (now - 1 h, now + 10 min)."""
+        now = self.now()
+        if not (now - REJECT_OLDER_S < t < now + REJECT_NEWER_S):
+            raise Reject(status, "profile%s is outside of ingestion window (profile timestamp: %s)"
+                         % (what, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))))
+
+
+DEFAULT_LIMITS = Limits()
+
+
 class Reject(Exception):
     def __init__(self, status, message):
         super().__init__(message)
@@ -62,6 +92,17 @@ def valid_utf8(b):
         return True
     except UnicodeDecodeError:
         return False
+
+
+def gunzip(raw, status):
+    """A pprof body as Pyroscope reads it: gunzipped when it starts with gzip's magic bytes; a
+    broken gzip stream is a malformed profile."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise Reject(status, "failed to decompress the profile: %s" % e)
 
 
 def parse_name(name_bytes):
@@ -376,9 +417,13 @@ def otlp_name(pr):
     return (pt[0].decode("utf-8", "replace") or "process_cpu"), False
 
 
-def otlp_profiles(body):
+def otlp_profiles(body, limits=DEFAULT_LIMITS):
     """Pyroscope's reading of an OTLP request: [record] as FakePyroscope keeps them (samples
-    as counts: values in nanoseconds with a period are divided by it)."""
+    as counts: values in nanoseconds with a period are divided by it). Pyroscope converts each
+    profile to pprof and checks that against the tenant's limits; the request's size stands
+    for the pprof's here (the agent's OTLP and pprof bodies of one profile differ by little)."""
+    if len(body) > limits.max_bytes:
+        raise Reject(400, "uncompressed profile payload size exceeds limit of %d bytes" % limits.max_bytes)
     d, resources = decode_otlp(body)
     for s in d["string"]:
         if not valid_utf8(s):
@@ -424,13 +469,13 @@ def otlp_profiles(body):
                     seen.add(k)
                     pairs.append((k, v.decode("utf-8", "replace")))
                 ls = validate_labels(pairs, 400)
-                t = pr["time"] / 1e9 if pr["time"] else time.time()
-                now = time.time()
-                if not (now - REJECT_OLDER_S < t < now + REJECT_NEWER_S):
-                    raise Reject(400, "profile is outside of ingestion window")
+                if len(pr["samples"]) > limits.max_samples:
+                    raise Reject(400, "exceeds the samples count limit (actual: %d, limit: %d)"
+                                 % (len(pr["samples"]), limits.max_samples))
+                limits.check_time(pr["time"] / 1e9 if pr["time"] else limits.now(), 400, "")
                 out.append({"service": service, "name": name, "names": {st[0].decode(): name},
                             "types": [st[0].decode()], "labels": ls, "samples": total, "stacks": stacks,
-                            "format": "otlp", "to_cpu": to_cpu})
+                            "format": "otlp", "to_cpu": to_cpu, "time_nanos": pr["time"], "bytes": len(body)})
     return out
 
 
@@ -476,8 +521,26 @@ def request_labels(path, query, body):
     return labels
 
 
+def otlp_partial_success(rejected, message):
+    """An ExportProfilesServiceResponse: partial_success (1) {rejected_profiles (1),
+    error_message (2)}."""
+    def varint(v):
+        out = b""
+        while True:
+            b, v = v & 0x7F, v >> 7
+            out += bytes([b | (0x80 if v else 0)])
+            if not v:
+                return out
+    msg = message.encode()
+    inner = b"\x08" + varint(rejected) + b"\x12" + varint(len(msg)) + msg
+    return b"\x0a" + varint(len(inner)) + inner
+
+
 class FakePyroscope:
-    def __init__(self):
+    def __init__(self, limits=DEFAULT_LIMITS, otlp_partial=0):
+        self.limits = limits
+        self.otlp_partial = otlp_partial
+        self.partial = 0  # OTLP requests answered with a partial success
         self.accepted = []
         self.rejected = []  # (status, message)
         self.requests = 0
@@ -499,6 +562,17 @@ class FakePyroscope:
                 try:
                     if url.path == "/push.v1.PusherService/Push":
                         recs = parent.push(self.headers.get("Content-Type", ""), body)
+                    elif url.path == "/v1development/profiles" and parent.otlp_partial:
+                        parent.otlp(self.headers.get("Content-Type", ""), body)  # a valid request
+                        msg = otlp_partial_success(parent.otlp_partial, "tenant over its series limit")
+                        with parent.lock:
+                            parent.partial += 1
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/x-protobuf")
+                        self.send_header("Content-Length", str(len(msg)))
+                        self.end_headers()
+                        self.wfile.write(msg)
+                        return
                     elif url.path == "/v1development/profiles":
                         recs = parent.otlp(self.headers.get("Content-Type", ""), body)
                     elif url.path == "/ingest":
@@ -542,7 +616,7 @@ class FakePyroscope:
         spy = q.get("spyName", b"unknown").decode("utf-8", "replace")
         if q.get("format") == b"pprof":
             return self.ingest_pprof(service, labels, spy, q, body)
-        return self.ingest_folded(service, labels, spy, body)
+        return self.ingest_folded(service, labels, spy, q, body)
 
     def push(self, content_type, body):
         if content_type.split(";")[0].strip() not in ("application/proto", "application/json"):
@@ -574,14 +648,13 @@ class FakePyroscope:
     def otlp(self, content_type, body):
         if content_type not in ("application/x-protobuf", "application/protobuf", "application/json"):
             raise Reject(415, "Unsupported Content-Type: %s" % content_type)
-        return otlp_profiles(body)
+        return otlp_profiles(body, self.limits)
 
     def check_pprof(self, raw, ls, status):
         """The pprof rules (size, samples, UTF-8, time window); the record's stacks and types."""
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        if len(raw) > MAX_PROFILE_BYTES:
-            raise Reject(status, "uncompressed profile payload size exceeds limit of 4.2 MB")
+        raw = gunzip(raw, status)
+        if len(raw) > self.limits.max_bytes:
+            raise Reject(status, "uncompressed profile payload size exceeds limit of %d bytes" % self.limits.max_bytes)
         p = decode_pprof(raw)
         st = p["strings"]
         if not st or st[0] != b"":
@@ -589,15 +662,14 @@ class FakePyroscope:
         for s_ in st:
             if not valid_utf8(s_):
                 raise Reject(status, "invalid utf8 string hex: %s" % s_.hex())
-        if len(p["sample"]) > MAX_SAMPLES:
-            raise Reject(status, "exceeds the samples count limit (actual: %d, limit: %d)" % (len(p["sample"]), MAX_SAMPLES))
-        t = p["time_nanos"] / 1e9 if p["time_nanos"] else time.time()
-        now = time.time()
-        if not (now - REJECT_OLDER_S < t < now + REJECT_NEWER_S):
-            raise Reject(status, "profile is outside of ingestion window")
+        if len(p["sample"]) > self.limits.max_samples:
+            raise Reject(status, "exceeds the samples count limit (actual: %d, limit: %d)"
+                         % (len(p["sample"]), self.limits.max_samples))
+        self.limits.check_time(p["time_nanos"] / 1e9 if p["time_nanos"] else self.limits.now(), status, "")
         stacks = pprof_stacks(p)
         return {"types": [st[t_].decode() for t_, _ in p["sample_type"]], "labels": ls,
-                "samples": sum(stacks.values()), "stacks": stacks}
+                "samples": sum(stacks.values()), "stacks": stacks, "time_nanos": p["time_nanos"],
+                "bytes": len(raw)}
 
     def series_labels(self, metric, spy, service, labels, status, folded):
         pairs = [("__name__", metric), ("__delta__", "false"), ("pyroscope_spy", spy)]
@@ -609,11 +681,9 @@ class FakePyroscope:
         return validate_labels(pairs + user, status)
 
     def ingest_pprof(self, service, labels, spy, q, body):
-        raw = body
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        if len(raw) > MAX_PROFILE_BYTES:
-            raise Reject(422, "uncompressed profile payload size exceeds limit of 4.2 MB")
+        raw = gunzip(body, 422)
+        if len(raw) > self.limits.max_bytes:
+            raise Reject(422, "uncompressed profile payload size exceeds limit of %d bytes" % self.limits.max_bytes)
         p = decode_pprof(raw)
         st = p["strings"]
         if not st or st[0] != b"":
@@ -633,16 +703,14 @@ class FakePyroscope:
                 metric = "memory"
         metric = metric or types[-1]
         ls = self.series_labels(metric, spy, service, labels, 422, False)
-        now = time.time()
         t = p["time_nanos"] / 1e9 if p["time_nanos"] else float(q.get("from", b"0") or 0)
         if p["time_nanos"] and time.gmtime(t).tm_year == 1970:
             t = float(q.get("from", b"0") or 0)
-        if not (now - REJECT_OLDER_S < t < now + REJECT_NEWER_S):
-            raise Reject(422, "profile with labels '%s' is outside of ingestion window (profile timestamp: %s)"
-                         % (ls, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))))
-        if len(p["sample"]) > MAX_SAMPLES:
+        self.limits.check_time(t, 422, " with labels '%s'" % ls)
+        if len(p["sample"]) > self.limits.max_samples:
             raise Reject(422, "the profile with labels '%s' exceeds the samples count limit "
-                         "(max_profile_stacktrace_samples, actual: %d, limit: %d)" % (ls, len(p["sample"]), MAX_SAMPLES))
+                         "(max_profile_stacktrace_samples, actual: %d, limit: %d)"
+                         % (ls, len(p["sample"]), self.limits.max_samples))
         for locs, vals in p["sample"]:
             if len(vals) != len(types):
                 raise Reject(422, "sample value length mismatch")
@@ -669,9 +737,10 @@ class FakePyroscope:
         # The default relabel rule: wall profiles with a "cpu" sample type are process_cpu.
         names = {t: ("process_cpu" if metric == "wall" and t == "cpu" else metric) for t in types}
         return {"service": ls["service_name"], "name": metric, "names": names, "types": types,
-                "labels": ls, "samples": total, "stacks": stacks, "format": "pprof"}
+                "labels": ls, "samples": total, "stacks": stacks, "format": "pprof",
+                "time_nanos": p["time_nanos"], "bytes": len(raw)}
 
-    def ingest_folded(self, service, labels, spy, body):
+    def ingest_folded(self, service, labels, spy, q, body):
         stacks = {}
         total = 0
         for line in body.split(b"\n"):
@@ -698,5 +767,9 @@ class FakePyroscope:
             raise Reject(400, "pyroscopeIngesterAdapter failed to convert metadata: unknown profile type: %s" % suffix)
         metric = FOLDED_TYPES[suffix]
         ls = self.series_labels(metric, spy, service, labels, 400, True)
+        # The pprof Pyroscope builds from folded text has the time of from (or of arrival).
+        start = int(q.get("from", b"")) if re.match(rb"^[0-9]+$", q.get("from", b"")) else 0
+        self.limits.check_time(start or self.limits.now(), 400, " with labels '%s'" % ls)
         return {"service": ls["service_name"], "name": metric, "names": {"samples": metric}, "types": ["samples"],
-                "labels": ls, "samples": total, "stacks": stacks, "format": "folded"}
+                "labels": ls, "samples": total, "stacks": stacks, "format": "folded",
+                "time_nanos": start * 10**9, "bytes": len(body)}

@@ -1,5 +1,7 @@
 """OpenTelemetry's own generated classes (Debian sid's python3-opentelemetry-proto 1.45, with
-sid's python3-protobuf, unpacked for sid's interpreters by scripts/pythons.sh --otel-proto)
+sid's python3-protobuf, unpacked for sid's interpreters by scripts/pythons.sh --otel-proto;
+the test fails on a package older than 1.45 or without profiles/v1development, and prints its
+version)
 parse every OTLP body the agent sends, in cpu and wall mode: every index inside its table,
 service.name the application, each sample's thread.name the root frame's, and the samples,
 read as OpenTelemetry defines them, equal to the local file's. Our collector accepts the same
@@ -76,6 +78,31 @@ def sid_python():
     raise Failure("no sid interpreter in %s (scripts/pythons.sh --ensure provides them)" % listing)
 
 
+# The classes the issue names: opentelemetry-proto 1.45 or later (the profiles signal moved to
+# profiles/v1development in 1.x releases; an older package would test another schema).
+VERSION_CHECK = r"""
+import importlib.metadata
+from opentelemetry.proto.profiles.v1development import profiles_pb2
+print(importlib.metadata.version("opentelemetry-proto"), profiles_pb2.DESCRIPTOR.package)
+"""
+WANT_VERSION = (1, 45)
+
+
+def otel_proto_version(sid, dist):
+    """The version of the opentelemetry-proto package sid's interpreter imports from dist;
+    fails unless it is WANT_VERSION or later and holds profiles/v1development."""
+    env = dict(os.environ, PYTHONPATH=dist, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([sid, "-c", VERSION_CHECK], capture_output=True, text=True, env=env, timeout=120)
+    check(r.returncode == 0, "sid's opentelemetry-proto has no profiles/v1development: %s" % r.stderr[-2000:])
+    version, package = r.stdout.split()
+    check(package == "opentelemetry.proto.profiles.v1development", "profiles package %r" % package)
+    got = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    check(got >= WANT_VERSION, "opentelemetry-proto %s is older than %d.%d, the version the issue names"
+          % (version, *WANT_VERSION))
+    return version
+
+
 def capture(args, mode, workdir):
     """Runs steady.py under the agent (PYAGENT_PROTOCOL=otlp) against a server that keeps the
     bodies; returns (bodies, local file total)."""
@@ -125,6 +152,7 @@ def main():
         sid = sid_python()
         dist = subprocess.run([os.path.join(ROOT, "scripts", "pythons.sh"), "--otel-proto"], capture_output=True,
                               text=True, check=True).stdout.strip()
+        print("OpenTelemetry's classes: opentelemetry-proto %s" % otel_proto_version(sid, dist))
         for mode in ("cpu", "wall"):
             d = os.path.join(work, mode)
             os.makedirs(d)

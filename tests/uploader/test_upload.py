@@ -9,7 +9,9 @@ module_names checks the names themselves.
 
     python3 test_upload.py --python PY --lib libpyagent.so --collector pyagent-collector \
         [--protocol push|ingest|otlp] CASE
-    python3 test_upload.py --list"""
+    python3 test_upload.py --list      (PROTOCOL.CASE, one line per test)
+
+A case marked @only(...) runs in those protocols only (a behaviour one protocol has)."""
 import argparse
 import gzip
 import json
@@ -30,10 +32,21 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent"))  # harness
 from badserver import BadServer  # noqa: E402
-from pyroscope import FakePyroscope, decode_push, request_stacks  # noqa: E402
+from pyroscope import FakePyroscope, Limits, decode_push, request_stacks  # noqa: E402
 from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+PROTOCOLS = ("push", "ingest", "otlp")
+
+
+def only(*protocols):
+    """Runs the case in these protocols only."""
+    def mark(fn):
+        fn.protocols = protocols
+        return fn
+    return mark
 
 
 def free_port():
@@ -355,6 +368,49 @@ def test_rejected_uploads_are_kept(ctx):
     check(total == local, "rejected/ holds %d samples, the local file %d" % (total, local))
     check(err.count("rejected a profile (HTTP 413: go away)") == 1, "the reason is not logged once: %r" % err)
     check("%d profile(s) rejected" % srv.requests in err, "no count of rejected profiles: %r" % err)
+    header_counts(cwd, rejected=srv.requests, rejected_dropped=0)
+    # The header counts a profile refused at exit too, the last upload, sent after the file
+    # was written (here the only one).
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="1", extra={"PYAGENT_UPLOAD_INTERVAL": "60"})
+    check(rc == 0 and srv.requests == 1, "exit's upload: rc %d, %d request(s): %s" % (rc, srv.requests, err[-2000:]))
+    header_counts(cwd, rejected=1, rejected_dropped=0)
+
+
+def header_counts(cwd, **want):
+    """The local file's header holds these upload counters (docs/formats.md)."""
+    meta = Profile(os.path.join(cwd, "local.folded")).meta
+    got = {k: meta.get(k) for k in want}
+    check(got == {k: str(v) for k, v in want.items()}, "header counters %r, expected %r" % (got, want))
+
+
+def rejected_files(ctx, app):
+    d = os.path.join(ctx.tmp, "spool-" + app, "rejected")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def test_rejected_bound_says_each_deletion(ctx):
+    """rejected/ is bounded by PYAGENT_SPOOL_MAX_MB like the spool (a server that refuses
+    everything must not fill the disk), but never silently: each refused profile the bound
+    deletes is one line on stderr naming its file, and the local file's header counts them
+    (rejected_dropped) beside the profiles refused (rejected)."""
+    rejected = os.path.join(ctx.tmp, "spool-bad", "rejected")
+    os.makedirs(rejected)
+    old = ["%013d-%010d-%06d.spool" % (1000 + i, 1, i) for i in range(3)]
+    for name in old:  # refused long ago, 600 KB each: 1.8 MB over a 1 MB bound
+        with open(os.path.join(rejected, name), "w") as f:
+            f.write("pyagent-spool 1 name=old&from=1&until=2&format=folded\n")
+            f.write("x 1\n" * 150000)
+    srv, cwd, rc, out, err, _ = run_against(ctx, "reject413", seconds="3", extra={"PYAGENT_SPOOL_MAX_MB": "1"})
+    check(rc == 0 and out == "steady done\n", "program failed: %s" % err)
+    left = sorted(os.listdir(rejected))
+    size = sum(os.path.getsize(os.path.join(rejected, f)) for f in left)
+    check(size <= 1 << 20, "rejected/ holds %d bytes over its 1 MB bound" % size)
+    dropped = len(old) + srv.requests - len(left)
+    check(dropped >= 2 and not set(old[:2]) & set(left), "the bound deleted %d file(s): %r" % (dropped, left))
+    said = re.findall(r"deleted (\S+\.spool), a profile the server had refused", err)
+    check(len(said) == dropped and len(set(said)) == dropped and not set(said) & set(left),
+          "%d refused profile(s) deleted, %d said: %r" % (dropped, len(said), said))
+    header_counts(cwd, rejected=srv.requests, rejected_dropped=dropped)
 
 
 def spool_stacks(path):
@@ -482,24 +538,52 @@ def test_pyroscope_hostile_frame_names(ctx):
         check(any("\ufffd" in k for k in local), "%s: no cut name in the profile (the test shows nothing)" % fmt)
 
 
-def test_pyroscope_profile_over_its_limits_is_split(ctx):
-    """A profile of more unique stacks than Pyroscope takes in one (16,000) is sent in parts
-    that it accepts, holding every sample. It needs a high rate: where perf events are
-    forbidden (CPU timers, at most ~250 samples per CPU-second) the program cannot produce
-    that many stacks and only the acceptance is checked."""
-    extra = {"PYAGENT_RATE": "10000", "PYAGENT_UPLOAD_INTERVAL": "60", "PYAGENT_EXIT_TIMEOUT_MS": "20000",
-             "PYAGENT_LOG": "info"}
-    srv, cwd, err = pyroscope_run(ctx, "many", seconds="6", extra=extra, program="many_stacks.py")
+def split_run(ctx, app, limit, extra, seconds, program, limits=None):
+    """One profile (a 60 s interval, sent at exit) that Pyroscope with these limits takes
+    only in parts: every part accepted, the parts holding the local file's stacks exactly."""
+    extra = dict(extra, PYAGENT_UPLOAD_INTERVAL="60", PYAGENT_EXIT_TIMEOUT_MS="20000", PYAGENT_LOG="info")
+    srv, cwd, err = pyroscope_run(ctx, app, seconds=seconds, extra=extra, program=program,
+                                  server=FakePyroscope(limits=limits or Limits()))
     accepted_only(srv, err)
     local = local_stacks(os.path.join(cwd, "local.folded"))
-    got = sum(r["samples"] for r in srv.accepted)
-    check(got == sum(local.values()), "Pyroscope got %d samples, the local file %d" % (got, sum(local.values())))
-    if Profile(os.path.join(cwd, "local.folded")).meta.get("timer") != "perf-task-clock":
-        return
-    check(len(local) > 16000, "only %d unique stacks at 10 kHz: the split is not exercised" % len(local))
-    check(len(srv.accepted) >= 2 and all(len(r["stacks"]) <= 16000 for r in srv.accepted),
-          "%d stacks sent as %s" % (len(local), [len(r["stacks"]) for r in srv.accepted]))
+    got = {}
+    for rec in srv.accepted:
+        for k, v in rec["stacks"].items():
+            got[k] = got.get(k, 0) + v
+    same_stacks(got, local, "the parts at Pyroscope")
+    check(len(srv.accepted) >= 2, "%s: sent as %d profile(s)" % (limit, len(srv.accepted)))
     check("sent in parts" in err, "the split is not said: %s" % err[-2000:])
+    return srv, cwd, local
+
+
+def test_pyroscope_profile_over_its_limits_is_split(ctx):
+    """A profile of more unique stacks than Pyroscope takes in one is sent in parts that it
+    accepts, holding every sample. A tenant limit of 300 stacks (PYAGENT_MAX_PROFILE_STACKS=300
+    and a fake Pyroscope refusing more) is passed at any timer's rate; Pyroscope's default,
+    16,000, only at 10 kHz, so that run needs perf events (elsewhere at most ~250 samples per
+    CPU-second: 16,000 stacks would take a minute of CPU)."""
+    srv, cwd, local = split_run(ctx, "many", "300 stacks", {"PYAGENT_MAX_PROFILE_STACKS": "300"}, "3",
+                                "many_stacks.py", Limits(max_samples=300))
+    check(len(local) > 300, "only %d unique stacks: the split is not exercised" % len(local))
+    check(all(len(r["stacks"]) <= 300 for r in srv.accepted), "parts of %s stacks" % [len(r["stacks"]) for r in srv.accepted])
+    if Profile(os.path.join(cwd, "local.folded")).meta.get("timer") != "perf-task-clock":
+        print("no perf events here: Pyroscope's default limit of 16,000 stacks is not reached")
+        return
+    srv, cwd, local = split_run(ctx, "many", "16000 stacks", {"PYAGENT_RATE": "10000"}, "6", "many_stacks.py")
+    check(len(local) > 16000, "only %d unique stacks at 10 kHz: the split is not exercised" % len(local))
+    check(all(len(r["stacks"]) <= 16000 for r in srv.accepted), "parts of %s stacks" % [len(r["stacks"]) for r in srv.accepted])
+
+
+def test_pyroscope_profile_over_4mib_is_split(ctx):
+    """A profile bigger than Pyroscope's 4 MiB (uncompressed) with few stacks: 24 call chains of
+    400 distinct functions, each with a long name in a file of its own, about 1 KiB of strings
+    per frame. It is sent in parts of at most 4 MiB each (the fake Pyroscope refuses more),
+    holding every sample; whatever the timer, a few samples per chain are enough."""
+    srv, cwd, local = split_run(ctx, "big", "4 MiB", {}, "3.6", "long_frames.py")
+    frames = {f for k in local for f in k.split(";")}
+    size = sum(len(f.encode()) for f in frames)
+    check(size > 4 << 20, "the profile's frames hold %d bytes, under 4 MiB: the split is not exercised" % size)
+    check(all(r["bytes"] <= 4 << 20 for r in srv.accepted), "parts of %s bytes" % [r["bytes"] for r in srv.accepted])
 
 
 MODULES = r"""
@@ -589,6 +673,134 @@ def test_spool_resent_at_next_start(ctx):
         check(not any(f.endswith(".spool") for f in os.listdir(spool)), "the spool was not emptied")
     finally:
         srv.stop()
+
+
+def dead_run(ctx, app, seconds):
+    """A run whose server is away: returns (its work directory, the spool's files, sorted)."""
+    spool = os.path.join(ctx.tmp, "spool-" + app)
+    dead = "http://127.0.0.1:%d" % free_port()
+    cwd = ctx.workdir()
+    env = ctx.agent(dead, app, spool=spool, extra={"PYAGENT_EXIT_TIMEOUT_MS": "500"})
+    rc, out, err = finish(ctx.start(["steady.py", seconds], env, cwd))
+    check(rc == 0, err)
+    names = sorted(f for f in os.listdir(spool) if f.endswith(".spool"))
+    check(len(names) >= 2, "the run left %d profile(s) in the spool" % len(names))
+    return cwd, names
+
+
+def next_run(ctx, app, srv):
+    """The run after dead_run, sharing its spool, against srv (stopped after): (work directory,
+    stderr)."""
+    try:
+        cwd = ctx.workdir()
+        env = ctx.agent(srv.url(), app, extra={"PYAGENT_EXIT_TIMEOUT_MS": "10000"})
+        rc, out, err = finish(ctx.start(["steady.py", "1"], env, cwd))
+        check(rc == 0, err)
+    finally:
+        srv.stop()
+    return cwd, err
+
+
+def test_spool_sent_oldest_first(ctx):
+    """Profiles a run left in the spool (its server away) are sent by the next run oldest
+    first, before the new run's own: the server receives the spool files' bodies, byte for
+    byte, in the order of their names (which sort by time)."""
+    cwd1, names = dead_run(ctx, "order", "4")
+    spool = os.path.join(ctx.tmp, "spool-order")
+    bodies = []
+    for name in names:
+        with open(os.path.join(spool, name), "rb") as f:
+            bodies.append(f.read().partition(b"\n")[2])
+    srv = BadServer("ok")
+    next_run(ctx, "order", srv)
+    got = [body for _, body, _, _ in srv.accepted]
+    check(len(got) > len(bodies), "%d requests for %d spooled profiles and the run's own" % (len(got), len(bodies)))
+    order = [bodies.index(b) if b in bodies else "new" for b in got]
+    check(order[:len(bodies)] == list(range(len(bodies))),
+          "requests in the order %s (spool files 0..%d, oldest first, then the run's own)" % (order, len(bodies) - 1))
+
+
+def test_spool_older_than_pyroscopes_window_is_rejected(ctx):
+    """Profiles spooled while the server was away, sent when it is back more than an hour
+    later (the fake Pyroscope's clock runs 2 h ahead), are outside Pyroscope's ingestion window
+    (reject_older_than, 1 h): each one is kept in rejected/, none deleted, the reason is on
+    stderr, and the local file's header counts them."""
+    cwd1, names = dead_run(ctx, "stale", "3")
+    srv = FakePyroscope(limits=Limits(clock_offset_s=7200))
+    cwd2, err = next_run(ctx, "stale", srv)
+    check(not srv.accepted and srv.rejected, "accepted %d, refused %d" % (len(srv.accepted), len(srv.rejected)))
+    check(all("outside of ingestion window" in m for _, m in srv.rejected), "refused for %r" % srv.rejected[:2])
+    kept = rejected_files(ctx, "stale")
+    check(set(names) <= set(kept) and len(kept) == len(srv.rejected),
+          "spooled %r, refused %d, kept in rejected/ %r" % (names, len(srv.rejected), kept))
+    check(re.search(r"rejected a profile \(HTTP 4\d\d: .*outside of ingestion window", err),
+          "the reason is not on stderr: %s" % err[-2000:])
+    total = sum(sum(spool_stacks(os.path.join(ctx.tmp, "spool-stale", "rejected", n)).values()) for n in kept)
+    want = sum(sum(local_stacks(os.path.join(d, "local.folded")).values()) for d in (cwd1, cwd2))
+    check(total == want, "rejected/ holds %d samples, the two runs %d" % (total, want))
+    header_counts(cwd2, rejected=len(srv.rejected))
+
+
+def test_profiles_carry_their_time(ctx):
+    """Every profile names its own time (pprof's time_nanos, OTLP's time_unix_nano, /ingest's
+    from), inside the run: Pyroscope stamps a profile without one with the time it arrives,
+    which files a profile resent from the spool at the wrong time, and checks it against its
+    window, which is how an old spool file is refused rather than misfiled."""
+    t0 = time.time()
+    srv, cwd, err = pyroscope_run(ctx, "timed", seconds="2")
+    t1 = time.time()
+    accepted_only(srv, err)
+    times = [r["time_nanos"] / 1e9 for r in srv.accepted]
+    check(all(int(t0) - 1 <= t <= t1 for t in times), "profile times %r outside the run [%.0f, %.0f]" % (times, t0, t1))
+
+
+@only("otlp")
+def test_otlp_partial_success_is_a_refusal(ctx):
+    """An OTLP server that answers 200 with a partial_success of rejected profiles has refused
+    them for good: each upload is kept in rejected/ (not deleted as sent), the server's
+    message is on stderr once, and the count is in the local file's header."""
+    srv = FakePyroscope(otlp_partial=1)
+    srv_, cwd, err = pyroscope_run(ctx, "partial", seconds="3", server=srv)
+    check(not srv.rejected and not srv.accepted and srv.partial >= 2, "partial successes %d" % srv.partial)
+    kept = rejected_files(ctx, "partial")
+    check(len(kept) == srv.partial, "%d partial successes, %d kept in rejected/" % (srv.partial, len(kept)))
+    total = sum(sum(spool_stacks(os.path.join(ctx.tmp, "spool-partial", "rejected", n)).values()) for n in kept)
+    local = sum(local_stacks(os.path.join(cwd, "local.folded")).values())
+    check(total == local, "rejected/ holds %d samples, the local file %d" % (total, local))
+    check(err.count("OTLP partial success, 1 rejected: tenant over its series limit") == 1,
+          "the reason is not said once: %s" % err[-2000:])
+    header_counts(cwd, rejected=srv.partial, rejected_dropped=0)
+
+
+@only("push")
+def test_protocol_unset_or_unknown(ctx):
+    """Without PYAGENT_PROTOCOL (and PYAGENT_UPLOAD_FORMAT) the agent sends Pyroscope's Push
+    (POST /push.v1.PusherService/Push); without it but with PYAGENT_UPLOAD_FORMAT=folded,
+    folded text to /ingest (the variable's old meaning). An unknown value is one line on
+    stderr naming the variable, the value and the protocol used instead, push."""
+    cases = (({}, "/push.v1.PusherService/Push", None),
+             ({"PYAGENT_UPLOAD_FORMAT": "folded"}, "/ingest", None),
+             ({"PYAGENT_PROTOCOL": "grpc"}, "/push.v1.PusherService/Push",
+              'PYAGENT_PROTOCOL="grpc" is not push, ingest or otlp; using push'))
+    for extra, path, said in cases:
+        srv = BadServer("ok")
+        cwd = ctx.workdir()
+        try:
+            env = ctx.agent(srv.url(), "proto")
+            del env["PYAGENT_PROTOCOL"], env["PYAGENT_UPLOAD_FORMAT"]
+            env.update(extra)
+            rc, out, err = finish(ctx.start(["steady.py", "1"], env, cwd))
+            check(rc == 0, "%s: program failed: %s" % (extra, err[-2000:]))
+        finally:
+            srv.stop()
+        paths = sorted({a[3] for a in srv.accepted})
+        check(paths == [path], "%s: uploads to %s, expected %s" % (extra, paths, path))
+        if path == "/ingest":
+            check(all(a[0].get("format") == "folded" for a in srv.accepted), "%s: not folded" % extra)
+        lines = [ln for ln in err.splitlines() if "PYAGENT_PROTOCOL" in ln]
+        check(lines == [] if said is None else len(lines) == 1 and said in lines[0],
+              "%s: stderr says %r" % (extra, lines))
+        same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "%s" % extra)
 
 
 def test_spool_is_bounded(ctx):
@@ -809,19 +1021,28 @@ def test_agent_threads_bound(ctx):
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 
 
+def listing():
+    """PROTOCOL.CASE for every case in every protocol it runs in."""
+    return ["%s.%s" % (p, case) for p in PROTOCOLS for case, fn in CASES.items()
+            if p in getattr(fn, "protocols", PROTOCOLS)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python")
     ap.add_argument("--lib")
     ap.add_argument("--launcher", default="")
     ap.add_argument("--collector")
-    ap.add_argument("--protocol", default="push", choices=("push", "ingest", "otlp"))
+    ap.add_argument("--protocol", default="push", choices=PROTOCOLS)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(CASES))
+        print("\n".join(listing()))
         return 0
+    if a.protocol not in getattr(CASES[a.case], "protocols", PROTOCOLS):
+        print("FAIL %s: runs in %s only, not %s" % (a.case, "/".join(CASES[a.case].protocols), a.protocol))
+        return 1
     ctx = UploadCtx(a.python, os.path.abspath(a.lib), a.launcher, os.path.abspath(a.collector), a.protocol)
     t0 = time.time()
     try:

@@ -1,0 +1,176 @@
+"""Integration: the same bodies sent to the fake Grafana Pyroscope (tests/integration/pyroscope.py,
+Pyroscope's ingest rules as read in its source) and to a real pyagent-collector must be
+accepted (2xx) or refused (4xx) alike, body for body, over all three protocols (Push, /ingest,
+OTLP profiles): valid profiles, invalid UTF-8, duplicate, invalid and too many labels, too old,
+empty, malformed protobuf, unknown types. The only allowed differences are the deliberate ones
+docs/continuous.md lists in its Grafana table ("The same, and what differs"); each is named
+below by its row there, must still be a difference (an exception that no longer differs is a
+stale line in the docs), and must differ the way the row says (the collector stores what
+Pyroscope refuses, or the other way round)."""
+import os
+import sys
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+from harness import CollectorTest, _field, collector_path, folded, gz, pprof
+from test_protocols import PROTO, label, otlp_request, push_request, timed_pprof
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from pyroscope import FakePyroscope  # noqa: E402
+
+NOW = int(time.time())
+OLD = NOW - 7200  # outside Pyroscope's window (reject_older_than, 1 h)
+STACKS = {"thread:MainThread;app.main (app.py:3);app.work (app.py:9)": 30,
+          "thread:MainThread;app.main (app.py:3)": 12}
+OTLP = {"Content-Type": "application/x-protobuf"}
+CPU = [("__name__", "process_cpu"), ("service_name", "diff")]
+
+# Deliberate differences: body name -> (the first cell of its row in docs/continuous.md's
+# Grafana table, whether our collector accepts it, whether Pyroscope does).
+DIFFERENCES = {
+    "push: profile two hours old": ("profiles older than an hour", True, False),
+    "ingest: pprof two hours old": ("profiles older than an hour", True, False),
+    "ingest: folded two hours old": ("profiles older than an hour", True, False),
+    "otlp: profile two hours old": ("profiles older than an hour", True, False),
+    "push: label value with a comma": ("label values with `, { } = \"`", False, True),
+    "push: label value with a brace": ("label values with `, { } = \"`", False, True),
+    "ingest: folded with a # header": ("`/ingest` folded text", True, False),
+    "ingest: folded of an unknown type": ("`/ingest` folded text", True, False),
+}
+
+
+def push_raw(labels, raws):
+    """A PushRequest whose label names and values are bytes as given (invalid UTF-8 too)."""
+    body = b"".join(_field(1, _field(1, k) + _field(2, v)) for k, v in labels)
+    body += b"".join(_field(2, _field(1, r) + _field(2, b"id-%d" % i)) for i, r in enumerate(raws))
+    return _field(1, body)
+
+
+def pprof_with_string(s):
+    """A timed pprof whose frame names include s (bytes), as its own string."""
+    return timed_pprof(STACKS) + _field(6, s)
+
+
+def ingest(name, fmt, body, frm=NOW, until=None):
+    q = {"name": name, "format": fmt, "spyName": "test", "from": str(frm), "until": str(until or frm + 10)}
+    return ("/ingest?" + urllib.parse.urlencode(q), {"Content-Type": "application/octet-stream"}, body)
+
+
+def push(series):
+    return ("/push.v1.PusherService/Push", PROTO, push_request(series))
+
+
+def bodies():
+    """name -> (path with query, headers, body)."""
+    good = gz(timed_pprof(STACKS))
+    return {
+        "push: valid": push([(CPU, [good])]),
+        "push: valid, plain pprof": push([(CPU, [timed_pprof(STACKS)])]),
+        "push: pprof without time_nanos": push([(CPU, [gz(pprof(STACKS))])]),
+        "push: wall profile": push([([("__name__", "wall"), ("service_name", "diff")], [good])]),
+        "push: user labels": push([(CPU + [("env", "prod"), ("my_tag", "x")], [good])]),
+        "push: no series": ("/push.v1.PusherService/Push", PROTO, b""),
+        "push: malformed protobuf": ("/push.v1.PusherService/Push", PROTO, b"\x0a\xff\xff\xff"),
+        "push: not a pprof": push([(CPU, [b"\x1f\x8bgarbage"])]),
+        "push: invalid UTF-8 label value": ("/push.v1.PusherService/Push", PROTO,
+                                            push_raw([(b"__name__", b"process_cpu"), (b"service_name", b"diff"),
+                                                      (b"env", b"pr\xffod")], [good])),
+        "push: invalid UTF-8 label name": ("/push.v1.PusherService/Push", PROTO,
+                                           push_raw([(b"__name__", b"process_cpu"), (b"service_name", b"diff"),
+                                                     (b"e\xffnv", b"prod")], [good])),
+        "push: invalid UTF-8 frame name": push([(CPU, [gz(pprof_with_string(b"work\xff"))])]),
+        "push: duplicate label": push([(CPU + [("env", "a"), ("env", "b")], [good])]),
+        "push: label name starting with a digit": push([(CPU + [("9lives", "x")], [good])]),
+        "push: 31 labels": push([(CPU + [("l%02d" % i, "v") for i in range(29)], [good])]),
+        "push: label value of 2049 bytes": push([(CPU + [("k", "v" * 2049)], [good])]),
+        "push: no service_name": push([([("__name__", "process_cpu")], [good])]),
+        "push: no __name__": push([([("service_name", "diff")], [good])]),
+        "push: profile two hours old": push([(CPU, [gz(timed_pprof(STACKS, t=OLD))])]),
+        "push: label value with a comma": push([(CPU + [("env", "a,b")], [good])]),
+        "push: label value with a brace": push([(CPU + [("env", "a}b")], [good])]),
+        "push: text/plain": ("/push.v1.PusherService/Push", {"Content-Type": "text/plain"}, b"x"),
+        "ingest: valid pprof": ingest("diff{env=prod}", "pprof", good),
+        "ingest: valid folded": ingest("diff.cpu{env=prod}", "folded", folded(STACKS).encode()),
+        "ingest: folded with a # header": ingest("diff.cpu", "folded",
+                                                 b"# pyagent 1 rate=100\n" + folded(STACKS).encode()),
+        "ingest: folded with invalid UTF-8": ingest("diff.cpu", "folded", b"a;b\xff 3\n"),
+        "ingest: folded of an unknown type": ingest("diff.bogus", "folded", folded(STACKS).encode()),
+        "ingest: pprof not a pprof": ingest("diff", "pprof", b"\x1f\x8bgarbage"),
+        "ingest: pprof with invalid UTF-8": ingest("diff", "pprof", gz(pprof_with_string(b"work\xff"))),
+        "ingest: label name starting with a digit": ingest("diff{9lives=x}", "pprof", good),
+        "ingest: no service name": ingest("{env=prod}", "pprof", good),
+        "ingest: pprof two hours old": ingest("diff", "pprof", gz(pprof(STACKS)), frm=OLD),
+        "ingest: folded two hours old": ingest("diff.cpu", "folded", folded(STACKS).encode(), frm=OLD),
+        "otlp: valid": ("/v1development/profiles", OTLP, otlp_request(STACKS, service="diff")),
+        "otlp: resource attributes": ("/v1development/profiles", OTLP,
+                                      otlp_request(STACKS, service="diff", attrs=[("host.name", "web-1")])),
+        "otlp: no dictionary": ("/v1development/profiles", OTLP, otlp_request(STACKS, dictionary=False)),
+        "otlp: stack index out of range": ("/v1development/profiles", OTLP,
+                                           otlp_request(STACKS, stack_index_shift=50)),
+        "otlp: invalid UTF-8 string": ("/v1development/profiles", OTLP, otlp_invalid_utf8()),
+        "otlp: profile two hours old": ("/v1development/profiles", OTLP, otlp_request(STACKS, t=OLD)),
+        "otlp: text/plain": ("/v1development/profiles", {"Content-Type": "text/plain"}, b"x"),
+    }
+
+
+def otlp_invalid_utf8():
+    """A valid request but for one byte: a frame name's 'q' made 0xff in the string table."""
+    body = otlp_request({"thread:Main;app.qork (app.py:3)": 3}, service="diff")
+    assert body.count(b"app.qork") == 1
+    return body.replace(b"app.qork", b"app.\xffork")
+
+
+def grafana_rows():
+    """The first cells of the rows of docs/continuous.md's table "The same, and what differs"."""
+    with open(os.path.join(ROOT, "docs", "continuous.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text.split("**The same, and what differs.**", 1)[1].split("\n\n", 2)[1]
+    return {line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")}
+
+
+def send(url, path, headers, body):
+    rq = urllib.request.Request(url + path, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(rq, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+class Differential(CollectorTest):
+    def test_same_answers_as_pyroscope(self):
+        rows = grafana_rows()
+        for name, (row, _, _) in DIFFERENCES.items():
+            self.assertIn(row, rows, "%s: no row %r in docs/continuous.md's Grafana table" % (name, row))
+        fake = FakePyroscope()
+        try:
+            answers = {}
+            for name, (path, headers, body) in bodies().items():
+                answers[name] = (send("http://127.0.0.1:%d" % self.c.port, path, headers, body),
+                                 send(fake.url(), path, headers, body))
+        finally:
+            fake.stop()
+        bad = []
+        for name, (ours, theirs) in answers.items():
+            self.assertTrue(ours < 500 and theirs < 500, "%s: a 5xx (ours %d, Pyroscope %d)" % (name, ours, theirs))
+            accepted = (200 <= ours < 300, 200 <= theirs < 300)
+            print("%-45s collector %d  Pyroscope %d" % (name, ours, theirs))
+            if name in DIFFERENCES:
+                row, we, they = DIFFERENCES[name]
+                if accepted != (we, they):
+                    bad.append("%s: documented as a difference (%r: collector %s, Pyroscope %s), got %s/%s"
+                               % (name, row, we, they, ours, theirs))
+            elif accepted[0] != accepted[1]:
+                bad.append("%s: the collector answers %d, Pyroscope %d" % (name, ours, theirs))
+        # Both kinds of answer occur: a comparison of all-accepted or all-refused shows nothing.
+        self.assertTrue(any(a[1] < 300 for a in answers.values()) and any(a[1] >= 400 for a in answers.values()))
+        self.assertEqual(bad, [], "\n".join(bad))
+
+
+if __name__ == "__main__":
+    collector_path()
+    unittest.main(argv=sys.argv[:1], verbosity=2)
