@@ -13,6 +13,14 @@ const Pyroscope = require(${JSON.stringify(join(HERE, 'node_modules', '@pyroscop
 Pyroscope.init({ serverAddress: process.argv[2], appName: 'nodeapp', flushIntervalMs: 1000,
                  tags: { env: 'ci' } });
 Pyroscope.start();
+// The SDK's own race at stop(): a round whose timer has fired but whose setImmediate has not
+// run yet profiles after stop() and rejects with "Wall profiler is not started" (continuous-
+// profiler.js; 2 of 4 runs under load). The last profile was exported by then; that one
+// rejection is the SDK's, anything else still ends the program.
+process.on('unhandledRejection', (e) => {
+  if (!/Wall profiler is not started/.test(String(e && e.message))) throw e;
+  console.error('SDK race at stop ignored: ' + e.message);
+});
 function spinNodeBurn(ms) {
   const end = Date.now() + ms;
   let x = 0;
