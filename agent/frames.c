@@ -73,11 +73,14 @@ static int64_t interp_id_of(const struct pa_python *py, uintptr_t ts) {
 
 /* The thread state of the OS thread whose thread_id (pthread_self of that thread) is id, in
  * any interpreter, or 0. A thread that entered sub-interpreters has one state in each it is
- * in; the one marked bound_gilstate is the one it runs in now (else the first found).
- * Under the caller's guard. */
+ * in; the one marked bound_gilstate is the one it runs in now (else the first found). Two
+ * marked states happen on 3.12 only: its run_string lends a sub-interpreter's first state,
+ * whose thread_id is its creator's, to another thread, which marks it; the creator's own
+ * state is then the older interpreter's, and the walk goes from the newest interpreter to the
+ * main one, so the last marked state found wins. Under the caller's guard. */
 static uintptr_t tstate_by_thread_id(const struct pa_python *py, uintptr_t id) {
     const struct pa_layout *l = &py->layout;
-    uintptr_t found = 0;
+    uintptr_t found = 0, bound = 0;
     int steps = 0;
     uintptr_t interp = first_interp(py);
     for (int n = 0; interp && n < MAX_INTERPRETERS; n++) {
@@ -89,7 +92,7 @@ static uintptr_t tstate_by_thread_id(const struct pa_python *py, uintptr_t id) {
                 break;
             if (PA_READ(uintptr_t, ts + l->ts_thread_id) == id) {
                 if (bound_now(py, ts))
-                    return ts;
+                    bound = ts;
                 if (!found)
                     found = ts;
             }
@@ -97,7 +100,7 @@ static uintptr_t tstate_by_thread_id(const struct pa_python *py, uintptr_t id) {
         }
         interp = PA_READ(uintptr_t, interp + l->is_next);
     }
-    return found;
+    return bound ? bound : found;
 }
 
 static uintptr_t find_tstate(const struct pa_python *py) {

@@ -672,23 +672,29 @@ def interp_root(frames):
     return int(frames[1][7:]) if len(frames) > 1 and frames[1].startswith("interp:") else 0
 
 
+def split_attribution(api, p, sub_id):
+    """Samples of sub_burn and of main_burn in a split profile, each checked to be on its own
+    thread and in its own interpreter."""
+    sub = main = 0
+    for frames, c in p.stacks:
+        if has_frame("sub_burn")(frames):
+            check(frames[0] == "thread:subworker" and interp_root(frames) == sub_id,
+                  "%s: sub_burn outside thread:subworker;interp:%d: %r" % (api, sub_id, frames))
+            sub += c
+        if has_frame("main_burn")(frames):
+            check(frames[0] == "thread:MainThread" and interp_root(frames) == 0,
+                  "%s: main_burn outside the main interpreter's MainThread: %r" % (api, frames))
+            main += c
+    return sub, main
+
+
 def check_split(ctx, api):
     rate = 500
     r = ctx.same_as_without(["subinterp.py", "split", "split.json", api], env={"PYAGENT_RATE": str(rate)})
     check(r.rc == 0, "%s: %s" % (api, r.err[-2000:]))
     truth = json.load(open(os.path.join(r.cwd, "split.json")))
     check(truth["id"] > 0, "%s: the sub-interpreter's id is %r" % (api, truth["id"]))
-    p = r.profile()
-    sub = main = 0
-    for frames, c in p.stacks:
-        if has_frame("sub_burn")(frames):
-            check(frames[0] == "thread:subworker" and interp_root(frames) == truth["id"],
-                  "%s: sub_burn outside thread:subworker;interp:%d: %r" % (api, truth["id"], frames))
-            sub += c
-        if has_frame("main_burn")(frames):
-            check(frames[0] == "thread:MainThread" and interp_root(frames) == 0,
-                  "%s: main_burn outside the main interpreter's MainThread: %r" % (api, frames))
-            main += c
+    sub, main = split_attribution(api, r.profile(), truth["id"])
     n, tsum = sub + main, truth["sub"] + truth["main"]
     check(n >= 0.8 * rate * tsum, "%s: %d samples in sub_burn and main_burn stand for %.2f s; they used %.2f s"
           % (api, n, n / rate, tsum))
@@ -704,9 +710,16 @@ def test_subinterpreters(ctx):
     under thread:NAME;interp:ID, the main interpreter's work without an interp: root, and the
     split between them matches each thread's CPU time within 5 points: through the low-level
     module (_xxsubinterpreters on 3.12, _interpreters on 3.13+) and, on 3.14+, through
-    concurrent.interpreters and InterpreterPoolExecutor."""
+    concurrent.interpreters and InterpreterPoolExecutor. In wall mode too, each function's
+    samples stay on their own thread and interpreter."""
     import subprocess
     check_split(ctx, "low")
+    # Wall mode reads other threads' stacks from its tick thread (the thread-list search, not
+    # the GIL-state key): each thread's work stays on its own thread and interpreter.
+    r = ctx.run(["subinterp.py", "split", "split.json", "low"], env={"PYAGENT_MODE": "wall", "PYAGENT_RATE": "100"})
+    check(r.rc == 0, "wall: %s" % r.err[-2000:])
+    sub, main = split_attribution("wall", r.profile(), json.load(open(os.path.join(r.cwd, "split.json")))["id"])
+    check(sub > 0 and main > 0, "wall: %d samples of sub_burn, %d of main_burn" % (sub, main))
     has_high = subprocess.run([ctx.python, "-c", "import concurrent.interpreters"], capture_output=True).returncode == 0
     version = subprocess.run([ctx.python, "-c", "import sys; print(sys.version_info[1])"],
                              capture_output=True, text=True, check=True).stdout.strip()
