@@ -711,8 +711,29 @@ def test_subinterpreters(ctx):
     split between them matches each thread's CPU time within 5 points: through the low-level
     module (_xxsubinterpreters on 3.12, _interpreters on 3.13+) and, on 3.14+, through
     concurrent.interpreters and InterpreterPoolExecutor. In wall mode too, each function's
-    samples stay on their own thread and interpreter."""
+    samples stay on their own thread and interpreter. Before 3.12 (shared GIL) the limit is
+    asserted: the worker's CPU on its own thread, in its main-interpreter frames."""
     import subprocess
+    version = subprocess.run([ctx.python, "-c", "import sys; print(sys.version_info[1])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    if int(version) < 12:
+        # Before 3.12 the GIL-state key is bound only for the main interpreter's states, so the
+        # agent walks the worker's main-interpreter frames (the call that entered the
+        # sub-interpreter): its CPU is on its own thread, not on sub_burn, and nothing says
+        # interp:ID (docs/interpreters.md, "Sub-interpreters", Limits).
+        r = ctx.same_as_without(["subinterp.py", "split", "split.json", "low"], env={"PYAGENT_RATE": "500"})
+        check(r.rc == 0, r.err[-2000:])
+        truth = json.load(open(os.path.join(r.cwd, "split.json")))
+        p = r.profile()
+        check(not any(interp_root(f) or has_frame("sub_burn")(f) for f, _ in p.stacks),
+              "3.%s sees into the sub-interpreter now: update this test and the docs" % version)
+        worker = p.total(lambda f: f[0] == "thread:subworker" and has_frame("run")(f))
+        main = p.total(has_frame("main_burn"))
+        share, want = 100.0 * worker / (worker + main), 100.0 * truth["sub"] / (truth["sub"] + truth["main"])
+        check(abs(share - want) <= 5.0, "the worker's share %.1f%% sampled, %.1f%% measured" % (share, want))
+        print("3.%s: the worker's samples on its own thread, in its main-interpreter frames: %.1f%% sampled, "
+              "%.1f%% measured" % (version, share, want))
+        return
     check_split(ctx, "low")
     # Wall mode reads other threads' stacks from its tick thread (the thread-list search, not
     # the GIL-state key): each thread's work stays on its own thread and interpreter.
@@ -721,8 +742,6 @@ def test_subinterpreters(ctx):
     sub, main = split_attribution("wall", r.profile(), json.load(open(os.path.join(r.cwd, "split.json")))["id"])
     check(sub > 0 and main > 0, "wall: %d samples of sub_burn, %d of main_burn" % (sub, main))
     has_high = subprocess.run([ctx.python, "-c", "import concurrent.interpreters"], capture_output=True).returncode == 0
-    version = subprocess.run([ctx.python, "-c", "import sys; print(sys.version_info[1])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
     check(has_high == (int(version) >= 14), "concurrent.interpreters importable: %s on 3.%s" % (has_high, version))
     if not has_high:
         return
@@ -771,7 +790,7 @@ PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
 # Cases for some interpreters only (tests/CMakeLists.txt): "shared", those with a libpython to
 # dlopen; "since-3.N", 3.N and newer.
 SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
-          "subinterpreters": "since-3.12", "subinterpreter_churn": "since-3.12"}
+          "subinterpreter_churn": "since-3.12"}
 
 
 def main():
