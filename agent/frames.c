@@ -7,8 +7,14 @@
  * Whose thread state: not the GIL holder's. Where the version has the GIL-state TSS key
  * (3.8-3.14), pthread_getspecific() gives this OS thread's own PyThreadState (glibc's
  * implementation is a lock-free array read). 3.15 keeps it only in a C thread-local we cannot
- * see, so the interpreter's thread list is searched for our pthread id, with the last answer
- * cached per thread. */
+ * see, so every interpreter's thread list is searched for our pthread id, with the last
+ * answer cached per thread.
+ *
+ * Sub-interpreters (3.12+): a thread running in one has a state there, and the walk starts
+ * from it; a sample taken in any interpreter but the main one ends, at its root, in a
+ * PA_SYN_INTERP frame that carries the interpreter's id. Interpreters are created and
+ * destroyed while we read their lists: every pointer read from them is guarded and every
+ * list walk bounded. */
 #include "frames.h"
 
 #include <errno.h>
@@ -28,26 +34,73 @@ static _Atomic unsigned inject_counter;
 
 static __thread uintptr_t cached_tstate __attribute__((tls_model("initial-exec")));
 
-static uintptr_t main_interp(const struct pa_python *py) {
+/* Bounds on the lists walked without their locks: an interpreter or thread state may be
+ * unlinked and freed while we read, so a list can end early or loop. */
+enum { MAX_INTERPRETERS = 256, MAX_THREAD_STATES = 4096 };
+
+/* The newest interpreter: _PyRuntime.interpreters.head. Each one's next is older, and the
+ * main interpreter, made first, is the last. */
+static uintptr_t first_interp(const struct pa_python *py) {
     return PA_READ(uintptr_t, py->runtime + py->layout.rt_interpreters_head);
 }
 
-/* The main interpreter's thread state whose thread_id (pthread_self of its thread) is id,
- * or 0. Under the caller's guard. */
-static uintptr_t tstate_by_thread_id(const struct pa_python *py, uintptr_t id) {
-    const struct pa_layout *l = &py->layout;
-    uintptr_t interp = main_interp(py);
-    if (!pa_aligned(interp, 8))
-        return 0;
-    uintptr_t ts = PA_READ(uintptr_t, interp + l->is_threads_head);
-    for (int n = 0; ts && n < 4096; n++) {
-        if (!pa_aligned(ts, 8))
+/* Is interp still in the runtime's list of interpreters? */
+static int interp_listed(const struct pa_python *py, uintptr_t interp) {
+    uintptr_t i = first_interp(py);
+    for (int n = 0; i && n < MAX_INTERPRETERS; n++) {
+        if (!pa_aligned(i, 8))
             return 0;
-        if (PA_READ(uintptr_t, ts + l->ts_thread_id) == id)
-            return ts;
-        ts = PA_READ(uintptr_t, ts + l->ts_next);
+        if (i == interp)
+            return 1;
+        i = PA_READ(uintptr_t, i + py->layout.is_next);
     }
     return 0;
+}
+
+/* 3.12+: the state's OS thread uses it now (bound_gilstate). Without the bit field, any. */
+static int bound_now(const struct pa_python *py, uintptr_t ts) {
+    unsigned off = py->layout.ts_status;
+    return !off || (PA_READ(uint32_t, ts + off) & PA_TS_BOUND_GILSTATE) != 0;
+}
+
+/* The id of the state's interpreter (0: the main one), or -1 when unreadable. */
+static int64_t interp_id_of(const struct pa_python *py, uintptr_t ts) {
+    uintptr_t interp = PA_READ(uintptr_t, ts + py->layout.ts_interp);
+    if (!pa_aligned(interp, 8))
+        return -1;
+    return PA_READ(int64_t, interp + py->layout.is_id);
+}
+
+/* The thread state of the OS thread whose thread_id (pthread_self of that thread) is id, in
+ * any interpreter, or 0. A thread that entered sub-interpreters has one state in each it is
+ * in; the one marked bound_gilstate is the one it runs in now (else the first found). Two
+ * marked states happen on 3.12 only: its run_string lends a sub-interpreter's first state,
+ * whose thread_id is its creator's, to another thread, which marks it; the creator's own
+ * state is then the older interpreter's, and the walk goes from the newest interpreter to the
+ * main one, so the last marked state found wins. Under the caller's guard. */
+static uintptr_t tstate_by_thread_id(const struct pa_python *py, uintptr_t id) {
+    const struct pa_layout *l = &py->layout;
+    uintptr_t found = 0, bound = 0;
+    int steps = 0;
+    uintptr_t interp = first_interp(py);
+    for (int n = 0; interp && n < MAX_INTERPRETERS; n++) {
+        if (!pa_aligned(interp, 8))
+            break;
+        uintptr_t ts = PA_READ(uintptr_t, interp + l->is_threads_head);
+        for (; ts && steps < MAX_THREAD_STATES; steps++) {
+            if (!pa_aligned(ts, 8))
+                break;
+            if (PA_READ(uintptr_t, ts + l->ts_thread_id) == id) {
+                if (bound_now(py, ts))
+                    bound = ts;
+                if (!found)
+                    found = ts;
+            }
+            ts = PA_READ(uintptr_t, ts + l->ts_next);
+        }
+        interp = PA_READ(uintptr_t, interp + l->is_next);
+    }
+    return bound ? bound : found;
 }
 
 static uintptr_t find_tstate(const struct pa_python *py) {
@@ -58,13 +111,23 @@ static uintptr_t find_tstate(const struct pa_python *py) {
         if (key >= 1024)
             return 0;
         uintptr_t ts = (uintptr_t)pthread_getspecific((pthread_key_t)key);
-        if (ts && pa_aligned(ts, 8) && PA_READ(uintptr_t, ts + l->ts_thread_id) == self)
+        if (!ts || !pa_aligned(ts, 8))
+            return 0;
+        if (PA_READ(uintptr_t, ts + l->ts_thread_id) == self)
             return ts;
-        return 0;
+        /* 3.12's low-level API (_xxsubinterpreters.run_string, gh-109860) runs any thread in
+         * a sub-interpreter on that interpreter's first state, made by the thread that
+         * created it, so its thread_id is another thread's. The key is this thread's all the
+         * same (CPython bound it when the state was swapped in): a sub-interpreter's state
+         * is taken as it is. */
+        return interp_id_of(py, ts) > 0 ? ts : 0;
     }
+    /* 3.15: the state cached for this thread, if it is still this thread's, still the one it
+     * runs in (it may have entered or left a sub-interpreter since) and its interpreter is
+     * still alive. */
     uintptr_t ts = cached_tstate;
-    if (ts && PA_READ(uintptr_t, ts + l->ts_thread_id) == self &&
-        PA_READ(uintptr_t, ts + l->ts_interp) == main_interp(py))
+    if (ts && PA_READ(uintptr_t, ts + l->ts_thread_id) == self && bound_now(py, ts) &&
+        interp_listed(py, PA_READ(uintptr_t, ts + l->ts_interp)))
         return ts;
     return cached_tstate = tstate_by_thread_id(py, self);
 }
@@ -190,6 +253,17 @@ int pa_thread_is_python(const struct pa_python *py, unsigned long pthread) {
     return found;
 }
 
+/* Ends a sample of a sub-interpreter (id > 0) with its PA_SYN_INTERP root; walk() kept the
+ * slot. */
+static int add_interp(struct pa_frame *out, int depth, int64_t id) {
+    if (id <= 0 || depth == 0)
+        return depth;
+    out[depth].id = PA_SYN_INTERP;
+    out[depth].line = id > INT32_MAX ? INT32_MAX : (int32_t)id;
+    out[depth].instr = 0;
+    return depth + 1;
+}
+
 /* The walk of this thread (other == NULL: state from the signal's context uc) or of another
  * one, stopped (its state from what it waits in). */
 static int walk(const struct pa_python *py, struct pa_frame *out, int max,
@@ -202,15 +276,19 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     volatile int depth = 0;
     sigjmp_buf env;
     pa_guard_env = &env;
+    volatile int64_t interp_id = 0;
     if (sigsetjmp(env, 0)) {
         /* A read faulted: the frame being read (or the chain beyond it) is gone. */
         counts->unreadable++;
         out[depth].id = PA_SYN_UNKNOWN;
         out[depth].line = 0;
         out[depth].instr = 0;
-        return depth + 1;
+        return add_interp(out, depth + 1, interp_id);
     }
     uintptr_t ts = other ? tstate_by_thread_id(py, other->pthread) : find_tstate(py);
+    /* A sub-interpreter's sample keeps one slot for its PA_SYN_INTERP root. */
+    interp_id = ts ? interp_id_of(py, ts) : 0;
+    const int room = interp_id > 0 && max > 1 ? max - 1 : max;
     if (mode != PA_WALK_CPU) {
         if (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts))) {
             pa_guard_env = 0;
@@ -241,7 +319,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     /* Skipped frames (shims, incomplete ones) add no depth: the steps are bounded too, or a
      * chain that loops (another thread's, read while it changes) would never end. */
     for (int steps = 0; f; steps++) {
-        if (steps == 4 * max) {
+        if (steps == 4 * room) {
             counts->unreadable++;
             out[depth].id = PA_SYN_UNKNOWN;
             out[depth].line = 0;
@@ -249,7 +327,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             depth++;
             break;
         }
-        if (depth == max - 1) {
+        if (depth == room - 1) {
             counts->truncated++;
             out[depth].id = PA_SYN_TRUNCATED;
             out[depth].line = 0;
@@ -282,7 +360,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
                 counts->unreadable++;
             depth++;
         }
-        if (marks && entry && depth < max - 1) {
+        if (marks && entry && depth < room - 1) {
             out[depth].id = PA_SYN_ENTRY;
             out[depth].line = 0;
             out[depth].instr = 0;
@@ -297,7 +375,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         out[depth].instr = 0;
         depth++;
     }
-    return depth;
+    return add_interp(out, depth, interp_id);
 }
 
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,

@@ -62,7 +62,7 @@ int pa_walk_other_thread(const struct pa_python *py, struct pa_frame *out, int m
                          const struct pa_other_thread *other);
 
 /* Normal context, any thread: does the thread whose pthread id is given have a Python
- * thread state in the main interpreter? (Wall mode arms timers only for those.) */
+ * thread state in any interpreter? (Wall mode arms timers only for those.) */
 int pa_thread_is_python(const struct pa_python *py, unsigned long pthread);
 
 /* Test hook (PYAGENT_FAULT_INJECTION builds): every Nth walk reads a frame from an address

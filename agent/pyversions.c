@@ -128,6 +128,8 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     TAKE(u_length);
     TAKE(u_ascii_size);
     TAKE(gil_off);
+    TAKE(is_id);
+    TAKE(ts_status);
     /* The GIL's fields are published relative to the interpreter's own embedded GIL. */
     l->gil_locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]);
     l->gil_holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
@@ -227,8 +229,16 @@ static int check_layout(const struct pa_python *py) {
         pa_guard_env = prev;
         return -1 - step;
     }
+    /* The main interpreter: the list's last (the head is the newest, and a sub-interpreter
+     * from 3.13 on may have no thread state while it runs nothing). */
     uintptr_t interp = PA_READ(uintptr_t, py->runtime + l->rt_interpreters_head);
     step = 1;
+    for (int k = 0; pa_aligned(interp, 8) && k < 256; k++) {
+        uintptr_t next = PA_READ(uintptr_t, interp + l->is_next);
+        if (!next)
+            break;
+        interp = next;
+    }
     if (!pa_aligned(interp, 8))
         goto bad;
     uintptr_t ts = PA_READ(uintptr_t, interp + l->is_threads_head);

@@ -30,9 +30,10 @@ struct pa_layout {
     unsigned frame_kind, line_kind;
     unsigned owner_skip; /* frames with owner >= this are shims (C stack, interpreter) */
     unsigned rt_finalizing, rt_interpreters_head, rt_tss_key;
-    unsigned is_next, is_threads_head;
+    unsigned is_next, is_threads_head, is_id;
     unsigned ts_next, ts_interp, ts_frame, cframe_current_frame;
     unsigned ts_thread_id, ts_native_thread_id;
+    unsigned ts_status; /* 3.12+: the _status bit field (bit PA_TS_BOUND_GILSTATE); 0: none */
     unsigned fr_back, fr_code, fr_lasti_or_instr, fr_owner;
     unsigned co_filename, co_name, co_qualname, co_firstlineno;
     unsigned co_linetable, co_code, co_code_adaptive, co_firsttraceable;
@@ -46,9 +47,14 @@ struct pa_layout {
             is_threads_head, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_thread_id,
             fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
             co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size,
-            gil_off, gil_struct, gil_locked, gil_holder;
+            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status;
     } dbg;
 };
+
+/* PyThreadState._status.bound_gilstate (3.12+; the fourth bit field in every version since):
+ * set on the one thread state of an OS thread that the GIL-state API holds for it, which
+ * follows the interpreter the thread runs in now (tstate_activate rebinds it). */
+enum { PA_TS_BOUND_GILSTATE = 1u << 3 };
 
 /* The interpreter this process runs, as detected. */
 struct pa_python {

@@ -143,7 +143,9 @@ static uint32_t code_frame(const struct pa_frame *f) {
         [PA_SYN_GIL_WAIT] = "<waiting for the GIL>",
         [PA_SYN_STARTUP] = "<startup>",
         [PA_SYN_SHUTDOWN] = "<shutdown>"};
-    if (f->id < PA_SYN_FIRST_CODE)
+    if (f->id == PA_SYN_INTERP)
+        n = snprintf(buf, sizeof buf, "interp:%d", f->line);
+    else if (f->id < PA_SYN_FIRST_CODE)
         n = snprintf(buf, sizeof buf, "%s", synthetic[f->id] ? synthetic[f->id] : "<unknown>");
     else if (f->line > 0)
         n = snprintf(buf, sizeof buf, "%s (%s:%d)", pa_code_qualname(f->id),

@@ -96,12 +96,19 @@ int main(void) {
 #endif
     printf("     .rt_finalizing = %u, .rt_interpreters_head = %u, .rt_tss_key = %u,\n",
            rt_finalizing, OFF(_PyRuntimeState, interpreters.head), rt_tss);
-    printf("     .is_next = %u, .is_threads_head = %u,\n", OFF(PyInterpreterState, next),
-           is_threads_head);
+    printf("     .is_next = %u, .is_threads_head = %u, .is_id = %u,\n",
+           OFF(PyInterpreterState, next), is_threads_head, OFF(PyInterpreterState, id));
     printf("     .ts_next = %u, .ts_interp = %u, .ts_frame = %u, .cframe_current_frame = %u,\n",
            OFF(PyThreadState, next), OFF(PyThreadState, interp), ts_frame, cframe_cur);
-    printf("     .ts_thread_id = %u, .ts_native_thread_id = %u,\n", OFF(PyThreadState, thread_id),
-           native_tid);
+    /* 3.12+: the _status bit field, whose bound_gilstate bit marks the thread state its OS
+     * thread uses now when it has several (one per interpreter it entered). */
+#if PY_VERSION_HEX >= 0x030C0000
+    unsigned ts_status = OFF(PyThreadState, _status);
+#else
+    unsigned ts_status = 0;
+#endif
+    printf("     .ts_thread_id = %u, .ts_native_thread_id = %u, .ts_status = %u,\n",
+           OFF(PyThreadState, thread_id), native_tid, ts_status);
     printf("     .fr_back = %u, .fr_code = %u, .fr_lasti_or_instr = %u, .fr_owner = %u,\n", fr_back,
            fr_code, fr_instr, fr_owner);
     printf("     .co_filename = %u, .co_name = %u, .co_qualname = %u, .co_firstlineno = %u,\n",
@@ -158,9 +165,10 @@ int main(void) {
     printf("             .u_ascii_size = %u, .gil_off = %u, .gil_struct = %u,\n",
            DBG(unicode_object.asciiobject_size), DBG(interpreter_state.ceval_gil),
            DBG(interpreter_state.gil_runtime_state));
-    printf("             .gil_locked = %u, .gil_holder = %u}},\n",
+    printf("             .gil_locked = %u, .gil_holder = %u, .is_id = %u, .ts_status = %u}},\n",
            DBG(interpreter_state.gil_runtime_state_locked),
-           DBG(interpreter_state.gil_runtime_state_holder));
+           DBG(interpreter_state.gil_runtime_state_holder), DBG(interpreter_state.id),
+           DBG(thread_state.status));
 #else
     printf("     .dbg = {0}},\n");
 #endif

@@ -1,9 +1,12 @@
 """Ends by a signal whose default action is fatal, as a supervisor or a timer would end it.
 
   deaths.py self SIG      burns CPU in doomed_burn(), then sends itself SIG
+  deaths.py self-dfl SIG  the same after signal.signal(SIG, SIG_DFL) (for SIGINT, which
+                          Python handles by default)
   deaths.py alarm         burns 1 s of CPU, then signal.alarm(1) and burns until SIGALRM ends it
   deaths.py outside SIG   starts itself (`burn`) as a child, sends it SIG after 1 s of its CPU
                           time, prints the child's status; the child's profile is the one
+  deaths.py outside-dfl SIG as outside, the child having set SIG to SIG_DFL first
   deaths.py outside-c SIG the same, but the child burns 0.5 s in doomed_burn(), then 0.5 s
                           of CPU in zlib's C code (not the interpreter's), where SIG finds it
   deaths.py handler       its own SIGTERM handler prints and exits 3 (behaviour unchanged)
@@ -32,6 +35,9 @@ def mapped_burn(i):
 
 def main():
     what = sys.argv[1]
+    if what.endswith("-dfl") or what == "burn-dfl":
+        signal.signal(getattr(signal, sys.argv[2]), signal.SIG_DFL)
+        what = what[:-4]
     if what == "self":
         doomed_burn(1.0)
         os.kill(os.getpid(), getattr(signal, sys.argv[2]))
@@ -54,7 +60,9 @@ def main():
             zlib.compress(data, 9)
     elif what in ("outside", "outside-c"):
         child = "burn" if what == "outside" else "burn-c"
-        p = subprocess.Popen([sys.executable, sys.argv[0], child], stdout=subprocess.PIPE)
+        if sys.argv[1] == "outside-dfl":
+            child = "burn-dfl"
+        p = subprocess.Popen([sys.executable, sys.argv[0], child, sys.argv[2]], stdout=subprocess.PIPE)
         p.stdout.readline()
         with open("pids.txt", "w") as f:
             f.write("%d\n" % p.pid)
