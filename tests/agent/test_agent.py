@@ -788,9 +788,15 @@ PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
                       "no_python_dlopen", "forked_child_cpu",
                       "uwsgi"}
 # Cases for some interpreters only (tests/CMakeLists.txt): "shared", those with a libpython to
-# dlopen; "since-3.N", 3.N and newer.
+# dlopen; "since-3.N", 3.N and newer; "spread", a spread of the matrix (oldest, Debian's,
+# 3.12, the two newest): cases about the process's life (signals, deaths, fork, pools,
+# configuration, rates), whose code paths do not depend on the interpreter's structures.
 SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
           "subinterpreter_churn": "since-3.12"}
+SCOPES.update({case: "spread" for case in (
+    "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
+    "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
+    "launcher", "off_switch", "handler_histogram")})
 
 
 def main():
