@@ -8,13 +8,15 @@ import random
 import resource
 import socket
 import sys
+import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import Collector, gz, parse_folded
+from harness import (OUTSIDE_ROOT_PAIRS, Collector, gz, heatmap_reasons, make_source_root,
+                     parse_folded, peak_rss, reset_peak_rss)
 
 T0 = int(time.time()) // 10 * 10 - 3600
 # The flood opens 2,000 sockets.
@@ -94,15 +96,22 @@ def heavy_profile(seed, stacks=2000):
 
 class Abuse(unittest.TestCase):
     HEADER_TIMEOUT, BODY_TIMEOUT, PER_CLIENT = 3, 5, 32
+    # Four HTTP threads (the default) each allowed 32 MiB of gunzip output: without the shared
+    # budget, bombs decoded at once could take 128 MiB.
+    THREADS, GUNZIP_EACH, GUNZIP_TOTAL = 4, 32 * MIB, 32 * MIB
 
     @classmethod
     def setUpClass(cls):
-        cls.c = Collector("--threads", "2", "--query-threads", "1", "--max-queries", "4",
+        workdir = tempfile.mkdtemp(prefix="pa-coll-")
+        cls.c = Collector("--threads", str(cls.THREADS), "--query-threads", "1",
+                          "--max-queries", "4",
                           "--max-queries-per-client", "2", "--query-timeout", "1s",
                           "--max-connections-per-client", str(cls.PER_CLIENT),
                           "--header-timeout", "%ds" % cls.HEADER_TIMEOUT,
                           "--body-timeout", "%ds" % cls.BODY_TIMEOUT,
-                          "--max-decompressed", "16M", "--max-decompressed-total", "32M")
+                          "--max-decompressed", str(cls.GUNZIP_EACH),
+                          "--max-decompressed-total", str(cls.GUNZIP_TOTAL),
+                          "--source-root", "/app=" + make_source_root(workdir), workdir=workdir)
         cls.heavy_loaded = False
 
     @classmethod
@@ -275,15 +284,23 @@ class Abuse(unittest.TestCase):
                                   % (T0, T0 + 10), body=bomb,
                                   headers={"Content-Encoding": "gzip"},
                                   source=attacker(50 + n % 4))
+        base = reset_peak_rss(self.c.proc.pid)
         with Prober(self.c, "bombs") as probe:
             with ThreadPoolExecutor(8) as pool:
                 answers = list(pool.map(send, range(24)))
+        grown = peak_rss(self.c.proc.pid) - base
         probe.check(self)
         for status, body, headers in answers:
             self.assertIn(status, (413, 503), body)
             if status == 503:
                 self.assertEqual(headers.get("Retry-After"), "1")
         self.assertNotIn(b'"bomb.cpu"', self.c.get("/api/apps")[1])
+        print("  bombs: %s, peak RSS grew by %.0f MiB" % (
+            sorted(a[0] for a in answers), grown / MIB), file=sys.stderr)
+        # The shared budget plus request buffers and allocator slack, well under what the
+        # threads could take without it (THREADS * GUNZIP_EACH).
+        self.assertLess(grown, self.GUNZIP_TOTAL + 24 * MIB)
+        self.assertLess(self.GUNZIP_TOTAL + 24 * MIB, self.THREADS * self.GUNZIP_EACH)
 
     def test_log_injection(self):
         before = self.c.stderr()
@@ -301,7 +318,13 @@ class Abuse(unittest.TestCase):
             self.assertRegex(line, r"^[\x20-\x7e]*$")
 
     def test_traversal_probes(self):
+        # Frames naming files outside the source root, as an uploader probing the host would.
+        files = ["/app/a.py"] + [f for pair in OUTSIDE_ROOT_PAIRS for f in pair]
+        body = "".join("thread:main;f%d (%s:1) 5\n" % (i, f) for i, f in enumerate(files))
         with Prober(self.c, "traversal") as probe:
+            status, answer, _ = self.c.ingest("probe_files.cpu", body, frm=T0, until=T0 + 10)
+            self.assertEqual(status, 200, answer)
+            why = heatmap_reasons(self.c, "probe_files.cpu", T0, T0 + 10, source=attacker(70))
             for path in ["/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd",
                          "/heatmap/1/2/a.cpu/../../../etc/passwd",
                          "/heatmap/1/2/a.cpu/..%2f..%2f..%2fetc%2fpasswd",
@@ -314,7 +337,13 @@ class Abuse(unittest.TestCase):
                 self.assertIn(status, ok, (path, body[:200]))
                 self.assertNotIn(b"root:", body)
         probe.check(self)
-
+        # The file under the root is read; of each pair outside it, the one that exists and
+        # the one that does not get the same words, so the pages are no oracle.
+        self.assertEqual(why.get("/app/a.py"), "read", why)
+        for exists, missing in OUTSIDE_ROOT_PAIRS:
+            self.assertIn(exists, why)
+            self.assertNotEqual(why[exists], "read")
+            self.assertEqual(why[exists], why[missing], (exists, why))
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
