@@ -409,7 +409,8 @@ class GlobalConnectionLimit(unittest.TestCase):
             deadline = time.monotonic() + self.HEADER_TIMEOUT
             while server_sockets(c.proc.pid) - base < self.MAX and time.monotonic() < deadline:
                 time.sleep(0.02)
-            self.assertEqual(server_sockets(c.proc.pid) - base, self.MAX, "flood held no slot")
+            self.assertEqual(server_sockets(c.proc.pid) - base, self.MAX,
+                             "the flood did not fill --max-connections")
             # A health probe and an upload from an address of their own, sent while every slot
             # is held: they are answered, but only once the flood's connections are cut.
             answers = {}
