@@ -1,7 +1,8 @@
 /* fleet.c: the collector's fleet-scale benchmark. Loads HOURS hours of a fleet of PROCS
  * processes uploading every 10 s (24 h x 50 = 432,000 uploads) straight through the store API
  * (group commit, as /ingest does after decoding), builds the rollups, then times the queries
- * a user makes of such a fleet, and the ingest path (decode + commit) while queries run.
+ * a user makes of such a fleet (the collector's own and Grafana's querier.v1 calls), and the
+ * ingest path (decode + commit) while queries run.
  *
  * Profiles: each of 5 applications has a stable set of 600 stacks (depth 10-30, Python-like
  * frame names, four functions per depth); each upload holds 150 of them with random counts. To
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "ingest.h"
+#include "querier.h"
 #include "query.h"
 #include "store.h"
 
@@ -166,6 +168,37 @@ static void time_query(const char *what, const char *query, int64_t from, int64_
            what, t[1], t[0], uploads, total);
 }
 
+/* Median of three runs of one querier.v1 call (JSON codec, as Grafana's data source may send),
+ * whole: selection, merge, the answer's tree or points, and its encoding. */
+static void time_querier(const char *what, const char *method, int64_t from, int64_t until,
+                         const char *fields) {
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"profileTypeID\":\"process_cpu:samples:count:cpu:nanoseconds\","
+             "\"labelSelector\":\"{service_name=\\\"app0\\\"}\",\"start\":\"%" PRId64
+             "000\",\"end\":\"%" PRId64 "000\"%s}",
+             from, until, fields);
+    double t[3];
+    size_t len = 0;
+    for (int r = 0; r < 3; r++) {
+        struct pa_coll_response resp = {0};
+        double t0 = now_s();
+        pa_coll_handle_querier(st, method, "application/json", (const uint8_t *)body, strlen(body),
+                               t_end, &resp);
+        t[r] = now_s() - t0;
+        if (resp.status != 200) {
+            fprintf(stderr, "%s: %d %.*s\n", what, resp.status, (int)resp.body.len,
+                    resp.body.data ? resp.body.data : "");
+            exit(1);
+        }
+        len = resp.body.len;
+        pa_buf_free(&resp.body);
+        free(resp.location);
+    }
+    qsort(t, 3, sizeof t[0], cmp_double);
+    printf("RESULT querier=%s median_s=%.3f min_s=%.3f answer_bytes=%zu\n", what, t[1], t[0], len);
+}
+
 static atomic_bool querying;
 
 static void *query_loop(void *arg) {
@@ -289,6 +322,15 @@ int main(int argc, char **argv) {
     time_query("day_label_host", "app2.cpu{host=\"node-2\"}", t_end - (int64_t)hours * 3600, t_end);
     time_query("diff_left_hour", "app0.cpu", t_end - 7200, t_end - 3600);
     time_query("diff_right_hour", "app0.cpu", t_end - 3600, t_end);
+    /* Grafana's calls for one service: its flame graph and its series broken down by pod,
+     * over the last hour (15 s steps) and the whole range (5 minute steps). */
+    time_querier("merge_stacktraces_hour", "SelectMergeStacktraces", t_end - 3600, t_end, "");
+    time_querier("merge_stacktraces_day", "SelectMergeStacktraces", t_end - (int64_t)hours * 3600,
+                 t_end, "");
+    time_querier("select_series_hour", "SelectSeries", t_end - 3600, t_end,
+                 ",\"step\":15,\"groupBy\":[\"pod\"]");
+    time_querier("select_series_day", "SelectSeries", t_end - (int64_t)hours * 3600, t_end,
+                 ",\"step\":300,\"groupBy\":[\"pod\"]");
     double ta = now_s();
     struct pa_coll_series_list l = {0};
     pa_coll_store_series(st, NULL, pa_coll_series_collect, &l, &e);

@@ -2,6 +2,7 @@
 picks itself (--listen 127.0.0.1:0; the port is read from its first line of output), talk
 HTTP to it, stop it. Standard library only, so it runs with Debian's /usr/bin/python3."""
 import gzip
+import html
 import http.client
 import os
 import re
@@ -149,6 +150,67 @@ class CollectorTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.c.__exit__(None, None, None)
+
+
+# Paths outside a source root "/app" (to NEW, which holds a link etc -> /etc), as pairs of one
+# that exists on every Linux host and one that does not: with --source-root a heatmap must say
+# the same about both, or anyone who can upload and read reports learns which files exist.
+OUTSIDE_ROOT_PAIRS = [
+    ("/app/../../../../../../etc/passwd", "/app/../../../../../../etc/nonexist-x"),
+    ("../../../../../../../etc/passwd", "../../../../../../../etc/nonexist-x"),
+    ("/app/etc/passwd", "/app/etc/nonexist-x"),
+    ("/etc/passwd", "/etc/nonexist-x"),
+]
+
+
+def make_source_root(workdir):
+    """A source root under workdir holding a.py and a link out of it (etc -> /etc), as an
+    operator might have; returns its path, for --source-root /app=PATH."""
+    src = os.path.join(workdir, "src")
+    os.mkdir(src)
+    with open(os.path.join(src, "a.py"), "w") as f:
+        f.write("x = 1\n")
+    os.symlink("/etc", os.path.join(src, "etc"))
+    return src
+
+
+def heatmap_reasons(c, query, frm, until, **request):
+    """{file name: why its heatmap page shows no source, or "read"} of the heatmap of query
+    over [frm, until); request: more arguments for every request (source=...)."""
+    status, body, headers = c.get("/heatmap?" + urllib.parse.urlencode(
+        {"query": query, "from": frm, "until": until}), **request)
+    if status != 302:
+        raise AssertionError("heatmap %s: %d %s" % (query, status, body[:300]))
+    base = headers["Location"].rsplit("/", 1)[0]
+    index = c.get(headers["Location"], **request)[1].decode()
+    why = {}
+    for page, name in re.findall(r'href="(file-\d+\.html)"[^>]*>([^<]*)<', index):
+        text = c.get(base + "/" + page, **request)[1].decode()
+        m = re.search(r"([^>]*); showing the sampled lines only", text)
+        why[html.unescape(name)] = m.group(1) if m else "read"
+    return why
+
+
+def _status_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no %s for %d" % (field, pid))
+
+
+def peak_rss(pid):
+    """The process's peak resident set since it started or since reset_peak_rss (VmHWM),
+    bytes."""
+    return _status_kib(pid, "VmHWM")
+
+
+def reset_peak_rss(pid):
+    """Resets the process's peak resident set to its present one (Linux 4.0+); returns that,
+    bytes, so that a test can measure how far a phase of the process's life grew it."""
+    with open("/proc/%d/clear_refs" % pid, "w") as f:
+        f.write("5")
+    return _status_kib(pid, "VmRSS")
 
 
 def parse_folded(text):

@@ -1,9 +1,6 @@
 """Integration: hostile uploads. Each gets a 4xx with a one-line message, and the collector
 keeps serving (checked after every case)."""
 import gzip
-import html
-import os
-import re
 import sys
 import tempfile
 import time
@@ -11,7 +8,8 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 import urllib.parse
 
-from harness import Collector, gz, parse_folded
+from harness import (OUTSIDE_ROOT_PAIRS, Collector, gz, heatmap_reasons, make_source_root,
+                     parse_folded, peak_rss)
 
 # Recent enough that the default 7-day retention never deletes test data under our feet.
 T0 = int(time.time()) // 10 * 10 - 3600
@@ -154,15 +152,6 @@ class Hostile(unittest.TestCase):
         self.assertRegex(body.decode("ascii"), r"^[\x20-\x7e]+\n$")
 
 
-def peak_rss(pid):
-    """The process's peak resident set (VmHWM), bytes."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM for %d" % pid)
-
-
 class DecompressionBudget(unittest.TestCase):
     def test_concurrent_bombs_share_one_budget(self):
         mib = 1 << 20
@@ -202,31 +191,14 @@ class SourceOracle(unittest.TestCase):
 
     def test_messages_do_not_depend_on_existence_outside_the_roots(self):
         workdir = tempfile.mkdtemp(prefix="pa-coll-")
-        src = os.path.join(workdir, "src")
-        os.mkdir(src)
-        with open(os.path.join(src, "a.py"), "w") as f:
-            f.write("x = 1\n")
-        os.symlink("/etc", os.path.join(src, "etc"))  # an operator's link out of the root
-        pairs = [("/app/../../../../../../etc/passwd", "/app/../../../../../../etc/nonexist-x"),
-                 ("../../../../../../../etc/passwd", "../../../../../../../etc/nonexist-x"),
-                 ("/app/etc/passwd", "/app/etc/nonexist-x"),
-                 ("/etc/passwd", "/etc/nonexist-x")]
+        src = make_source_root(workdir)
         with Collector("--source-root", "/app=" + src, workdir=workdir) as c:
-            files = ["/app/a.py"] + [f for pair in pairs for f in pair]
+            files = ["/app/a.py"] + [f for pair in OUTSIDE_ROOT_PAIRS for f in pair]
             body = "".join("thread:main;f%d (%s:1) 5\n" % (i, f) for i, f in enumerate(files))
             self.assertEqual(c.ingest("oracle.cpu", body, frm=T0, until=T0 + 10)[0], 200)
-            status, _, headers = c.get("/heatmap?query=oracle.cpu&from=%d&until=%d"
-                                       % (T0, T0 + 10))
-            self.assertEqual(status, 302)
-            base = headers["Location"].rsplit("/", 1)[0]
-            index = c.get(headers["Location"])[1].decode()
-            why = {}
-            for page, name in re.findall(r'href="(file-\d+\.html)"[^>]*>([^<]*)<', index):
-                text = c.get(base + "/" + page)[1].decode()
-                m = re.search(r"([^>]*); showing the sampled lines only", text)
-                why[html.unescape(name)] = m.group(1) if m else "read"
+            why = heatmap_reasons(c, "oracle.cpu", T0, T0 + 10)
             self.assertEqual(why.get("/app/a.py"), "read", why)
-            for exists, missing in pairs:
+            for exists, missing in OUTSIDE_ROOT_PAIRS:
                 self.assertIn(exists, why)
                 self.assertEqual(why[exists], why[missing], (exists, why))
                 self.assertNotEqual(why[exists], "read")

@@ -2,6 +2,7 @@
  * through the query layer, retention. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
@@ -233,6 +234,158 @@ static void retention_never_leaves_a_stale_rollup(void **state) {
     check_ranges(st, cutoff);
 }
 
+/* Series of one app with labels that the filters below tell apart; "" has none. */
+static const char *const label_sets[] = {
+    "",        "env=prod,region=eu", "env=prod,region=us", "env=dev,region=eu",
+    "env=dev", "region=us,tier=web"};
+#define N_LABEL_SETS (sizeof label_sets / sizeof label_sets[0])
+#define UPLOADS_PER_SET 48
+
+/* Every kind of matcher, alone and together, including ones a missing label satisfies. */
+static const char *const filters[] = {
+    "app.cpu",
+    "app.cpu{env=\"prod\"}",
+    "app.cpu{env!=\"prod\"}",
+    "app.cpu{env=~\"d.*\"}",
+    "app.cpu{env!~\"p.*\"}",
+    "app.cpu{env=\"prod\",region=\"eu\"}",
+    "app.cpu{region=~\"eu|us\",env!=\"dev\"}",
+    "app.cpu{env=\"\"}",
+    "app.cpu{tier=\"web\"}",
+    "app.cpu{env=\"staging\"}",
+};
+#define N_FILTERS (sizeof filters / sizeof filters[0])
+
+/* Range edges on hour, 10-minute and minute boundaries and between them, so that a query
+ * reads rollups of every level plus raw rows at both ends. */
+static const int64_t label_edges[] = {0,    7,    60,   600,  659,  1200, 1260, 3000,  3599,
+                                      3600, 3660, 4200, 5400, 5437, 7200, 9000, 10800, 10830};
+#define N_LABEL_EDGES (sizeof label_edges / sizeof label_edges[0])
+
+/* Uploads of each label set over three hours: spread unevenly, a quarter of zero length, some
+ * straddling a minute, 10 minutes or hour, some starting exactly on one (k % 5 == 4: a minute,
+ * k % 10 == 9: 10 minutes); each stack names its series so that a filter that picked the
+ * wrong series would change the stacks as well as the total. */
+static void insert_labelled_hours(struct pa_coll_store *st) {
+    for (size_t s = 0; s < N_LABEL_SETS; s++)
+        for (int k = 0; k < UPLOADS_PER_SET; k++) {
+            int64_t at = (k * 227 + (int64_t)s * 53) % 10800;
+            if (k % 5 == 4)
+                at -= at % (k % 10 == 9 ? 600 : 60);
+            int64_t from = T_HOURS + at;
+            int64_t len = (k % 4) * 31;
+            char folded[128];
+            snprintf(folded, sizeof folded, "s%zu;f%d %d\ns%zu;g;h%d %d\n", s, k % 5,
+                     k + 1 + (int)s, s, k % 3, 2 * k + 1);
+            insert(st, label_sets[s], from, from + len, folded);
+        }
+}
+
+/* Are a and b the same profile: the same total and every stack with the same count? */
+static void assert_same_profile(const pa_profile *a, const pa_profile *b) {
+    assert_int_equal(pa_profile_total(a), pa_profile_total(b));
+    assert_int_equal(pa_profile_stack_count(a), pa_profile_stack_count(b));
+    for (size_t i = 0; i < pa_profile_stack_count(a); i++) {
+        size_t n;
+        uint64_t count;
+        const uint32_t *ids = pa_profile_stack(a, i, &n, &count);
+        uint32_t theirs[16];
+        assert_true(n <= 16);
+        for (size_t j = 0; j < n; j++) {
+            size_t len;
+            const char *f = pa_profile_frame(a, ids[j], &len);
+            assert_int_equal(pa_profile_find_frame(b, f, len, &theirs[j]), 0);
+        }
+        size_t at;
+        assert_int_equal(pa_profile_find_stack(b, theirs, n, &at), 0);
+        uint64_t their_count;
+        pa_profile_stack(b, at, &n, &their_count);
+        assert_int_equal(count, their_count);
+    }
+}
+
+/* Label filters give the same profiles, and merge the same number of uploads, whether a range
+ * is read from raw uploads, from some rollups (a partly compacted store) or from rollups of
+ * every level. raw[] holds the answers of the first pass (all raw rows), which fills it. */
+static void compare_with_raw(struct pa_coll_store *st, pa_profile **raw, uint64_t *raw_uploads,
+                             bool count_uploads) {
+    size_t i = 0;
+    for (size_t q = 0; q < N_FILTERS; q++)
+        for (size_t a = 0; a < N_LABEL_EDGES; a++)
+            for (size_t b = a + 1; b < N_LABEL_EDGES; b++, i++) {
+                pa_profile *p;
+                uint64_t uploads;
+                assert_int_equal(pa_coll_query_profile(st, filters[q], T_HOURS + label_edges[a],
+                                                       T_HOURS + label_edges[b], &p, &uploads, &e),
+                                 0);
+                if (raw[i] == NULL) {
+                    raw[i] = p;
+                    raw_uploads[i] = uploads;
+                    continue;
+                }
+                assert_same_profile(p, raw[i]);
+                if (count_uploads)
+                    assert_int_equal(uploads, raw_uploads[i]);
+                pa_profile_free(p);
+            }
+}
+
+static int count_row(void *ctx, const struct pa_coll_row *r) {
+    (void)r;
+    ++*(uint64_t *)ctx;
+    return 0;
+}
+
+struct row_count {
+    struct pa_coll_store *st;
+    uint64_t rows;
+};
+
+static int scan_series(void *ctx, const struct pa_coll_series_info *s) {
+    struct row_count *c = ctx;
+    return pa_coll_store_scan(c->st, s, T_HOURS, T_HOURS + 10800, count_row, &c->rows, &e);
+}
+
+/* How many rows (uploads and rollups) a scan of the three hours reads over all series. */
+static uint64_t rows_read(struct pa_coll_store *st) {
+    struct row_count c = {st, 0};
+    assert_int_equal(pa_coll_store_series(st, "app.cpu", scan_series, &c, &e), 0);
+    return c.rows;
+}
+
+static void label_filters_over_rollups_match_raw_rows(void **state) {
+    struct pa_coll_store *st = *state;
+    insert_labelled_hours(st);
+    size_t n = N_FILTERS * N_LABEL_EDGES * (N_LABEL_EDGES - 1) / 2;
+    pa_profile **raw = calloc(n, sizeof *raw);
+    uint64_t *raw_uploads = calloc(n, sizeof *raw_uploads);
+    assert_true(raw != NULL && raw_uploads != NULL);
+    uint64_t built;
+    assert_int_equal(rows_read(st), N_LABEL_SETS * UPLOADS_PER_SET); /* nothing compacted */
+    compare_with_raw(st, raw, raw_uploads, true);
+    /* Every level's rollups of the first two hours and the first minutes of the third. */
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 7200 + PA_COLL_ROLLUP_GRACE, &built), 0);
+    assert_true(built > 0);
+    uint64_t partly = rows_read(st);
+    assert_true(partly < N_LABEL_SETS * UPLOADS_PER_SET);
+    compare_with_raw(st, raw, raw_uploads, true);
+    assert_int_equal(pa_coll_store_compact(st, T_HOURS + 4 * 3600, &built), 0);
+    assert_true(built > 0);
+    /* The three hours of every series are now three rollup rows. */
+    assert_int_equal(rows_read(st), 3 * N_LABEL_SETS);
+    compare_with_raw(st, raw, raw_uploads, true);
+    /* An idle upload arriving late for one series drops that series' rollups of its hour, 10
+     * minutes and minute, and only those: the series' other uploads there are read raw, every
+     * other series still from rollups, and the profiles do not change. */
+    insert(st, label_sets[1], T_HOURS + 3605, T_HOURS + 3615, "");
+    assert_true(rows_read(st) > 3 * N_LABEL_SETS);
+    compare_with_raw(st, raw, raw_uploads, false);
+    for (size_t i = 0; i < n; i++)
+        pa_profile_free(raw[i]);
+    free(raw);
+    free(raw_uploads);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(ranges_are_half_open_and_labels_filter, setup, teardown),
@@ -240,6 +393,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(retention_deletes_old_uploads, setup, teardown),
         cmocka_unit_test_setup_teardown(rollups_keep_every_range_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(retention_never_leaves_a_stale_rollup, setup, teardown),
+        cmocka_unit_test_setup_teardown(label_filters_over_rollups_match_raw_rows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
