@@ -318,8 +318,17 @@ struct span_merge {
     size_t blob_len;
 };
 
-/* Merges the uploads of m's span, read through db (a reader: no lock held). 0 or -1. */
-static int merge_span(sqlite3 *db, struct span_merge *m) {
+static bool stopping(struct pa_coll_store *st) {
+    pthread_mutex_lock(&st->lock);
+    bool stop = st->stop;
+    pthread_mutex_unlock(&st->lock);
+    return stop;
+}
+
+/* Merges the uploads of m's span, read through db (a reader: no lock held). 0, -1, or 1 when
+ * the store is stopping: a span of a busy hour can hold thousands of uploads, and the
+ * collector's stop must not wait for its merge (nothing is stored; the span stays due). */
+static int merge_span(struct pa_coll_store *st, sqlite3 *db, struct span_merge *m) {
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(db,
                            "SELECT id, samples, profile FROM uploads WHERE series_id = ?1 AND "
@@ -332,7 +341,10 @@ static int merge_span(sqlite3 *db, struct span_merge *m) {
     pa_profile *p = pa_profile_new();
     bool readable = true;
     int rc;
+    bool stopped = false;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if ((stopped = stopping(st))) /* a row can be megabytes to parse, at nice 10 */
+            break;
         int64_t id = sqlite3_column_int64(q, 0), rs = sqlite3_column_int64(q, 1);
         m->n++;
         m->samples += rs;
@@ -346,11 +358,11 @@ static int merge_span(sqlite3 *db, struct span_merge *m) {
             readable = false;
     }
     sqlite3_finalize(q);
-    if (rc == SQLITE_DONE && readable && m->n > 0 &&
+    if (!stopped && rc == SQLITE_DONE && readable && m->n > 0 &&
         pa_coll_profile_blob(p, &m->blob, &m->blob_len) != 0)
         m->blob = NULL;
     pa_profile_free(p);
-    return rc == SQLITE_DONE ? 0 : -1;
+    return stopped ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 /* Stores, in one transaction under the writer's lock, the rollup of each span that still
@@ -447,10 +459,14 @@ int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built
         }
         sqlite3_finalize(q);
         for (size_t i = 0; i < n && status == 0; i++)
-            status = merge_span(db, &m[i]);
+            status = merge_span(st, db, &m[i]);
         int written = status == 0 ? store_spans(st, m, n) : -1;
         for (size_t i = 0; i < n; i++)
             free(m[i].blob);
+        if (status == 1) { /* stopping: the slice stays due for the next start */
+            status = 0;
+            break;
+        }
         if (written < 0) {
             status = -1;
             break;
@@ -458,12 +474,7 @@ int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built
         *built += (uint64_t)written;
         /* Stop when nothing more is due, or when a slice made no progress (spans still
          * receiving uploads): the next pass retries them. */
-        if (n < COMPACT_SLICE || written == 0)
-            break;
-        pthread_mutex_lock(&st->lock);
-        bool stop = st->stop;
-        pthread_mutex_unlock(&st->lock);
-        if (stop)
+        if (n < COMPACT_SLICE || written == 0 || stopping(st))
             break;
     }
     reader_put(st, db);

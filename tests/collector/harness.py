@@ -112,12 +112,22 @@ class Collector:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                stacks = self.stacks()
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError("collector did not stop within %ds" % timeout)
+                raise AssertionError("collector did not stop within %ds; its threads:\n%s"
+                                     % (timeout, stacks))
         self.proc.stdout.close()
         self.errlog.close()
         return self.proc.returncode
+
+    def stacks(self):
+        """Every thread's backtrace (gdb), to say where a collector hangs."""
+        if not shutil.which("gdb"):
+            return "(no gdb to show them)"
+        r = subprocess.run(["gdb", "-batch", "-p", str(self.proc.pid), "-ex", "thread apply all bt"],
+                           capture_output=True, text=True, timeout=60)
+        return "\n".join(l for l in r.stdout.splitlines() if l.startswith(("Thread", "#")))
 
     def kill9(self):
         self.proc.kill()

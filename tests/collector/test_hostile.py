@@ -174,8 +174,12 @@ class DecompressionBudget(unittest.TestCase):
                         if status == 503:
                             self.assertIn("Retry-After", headers)
                             self.assertIn(b"retry", body)
-            self.assertIn(413, statuses)
             grown = peak_rss(c.proc.pid) - base
+            # Alone, a bomb meets its own limit (64 MiB): 413. Side by side, whether any gets
+            # that far before the shared budget answers 503 depends on the scheduling (all 16
+            # were 503 once, beside the abuse suite on 2 loaded CPUs).
+            self.assertEqual(c.ingest("bomb.cpu", bomb, frm=T0, until=T0 + 10,
+                                      headers={"Content-Encoding": "gzip"})[0], 413)
             print("bombs: %s, peak RSS grew by %.0f MiB" % (statuses, grown / mib),
                   file=sys.stderr)
             # The budget (96 MiB) plus request buffers and allocator slack.
