@@ -12,7 +12,7 @@ Applications (--apps, comma-separated; default all):
           Debian's click (a page per module; autodoc, napoleon); itsdangerous with --quick
   mypy    mypy (Debian's, compiled with mypyc) checking a copy of Debian's click sources
           (itsdangerous with --quick)
-  black   black --check over a copy of Debian's werkzeug (flask with --quick)
+  black   black --check --fast over a copy of Debian's werkzeug (flask with --quick)
   numpy   numpy_job.py: BLAS products, FFTs, sorting, small-array steps driven from Python
   pandas  pandas_job.py: merge, group-by, pivot, rolling window, string ops, CSV
   loop    bench/workloads/depth.py at depth 30: our loop benchmark, as the reference for the
@@ -22,7 +22,8 @@ How: every measurement is a pair of the same program started at the same moment,
 pinned to its own CPU with taskset (the CPU swapped from round to round): the program
 without a profiler (A) against the program with one (B). An A/A pair, both without, runs in
 every round as the noise floor. Per pair: wall time, CPU time of the whole process tree
-(wait4; for the server, /proc over the wrk window) with a profiler's own processes included,
+(wait4 on reap.py, a subreaper that also collects workers that left the tree; for the server,
+/proc over the wrk window) with a profiler's own processes included,
 peak RSS of the tree (summed VmRSS, polled 5 times a second), and for the server wrk's
 requests/s and latency. Reported: the median and range over rounds of B/A - 1, and of
 B - A for RSS. For pyagent also the handler's p50/p99 from the profile header (the process
@@ -247,7 +248,9 @@ class Black(App):
         self.src = copy_package(work, self.name, "flask" if self.quick else "werkzeug")
 
     def argv(self, py, run_dir):
-        return [py, "-m", "black", "--check", "-q", self.src]
+        # --fast: black 23.1's safety check compares ASTs through ast.Str, gone in 3.14+; the
+        # same flag on both interpreters keeps them the same program.
+        return [py, "-m", "black", "--check", "--fast", "-q", self.src]
 
 
 class Job(App):
@@ -363,7 +366,10 @@ class Run:
         env.update(extra)
         # Each run its own cache folders: black and others must not find the last run's work.
         env["XDG_CACHE_HOME"] = os.path.join(self.dir, "cache")
-        self.argv = ["taskset", "-c", str(cpu)] + argv
+        # A batch program runs under reap.py, so that workers that leave its tree (3.14+'s
+        # forkserver) still count; it costs both sides of a pair the same.
+        reaper = [] if app.server else [PY311, "-S", os.path.join(HERE, "reap.py")]
+        self.argv = ["taskset", "-c", str(cpu)] + reaper + argv
         self.env = env
         self.peak_rss = 0
         self.status = None
