@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that building and testing pyagent needs.
 # As root it runs apt-get; otherwise it prints the exact line to run.
+#   scripts/deps.sh            build
+#   scripts/deps.sh --test     build + tests
+#   scripts/deps.sh --bench    build + the real applications of bench/realapps (issue 16)
 set -euo pipefail
 
 # libunwind is built from Debian's source package (scripts/libunwind.sh: dpkg-dev unpacks
@@ -13,8 +16,16 @@ test_pkgs="clang libclang-rt-14-dev clang-format protobuf-compiler chromium node
   uwsgi-core uwsgi-plugin-python3 gunicorn python3-uvicorn apache2 libapache2-mod-wsgi-py3
   python3-celery python3-redis redis-server golang-go golang-github-google-pprof-dev"
 
+# bench/realapps/run.py: the programs it measures (Debian's own builds), wrk to load the
+# web service, and perf for the handler's profile (docs/architecture.md).
+bench_pkgs="gunicorn python3-flask wrk python3-sphinx mypy black python3-numpy python3-pandas
+  linux-perf"
+
 want="$build_pkgs"
-[ "${1:-}" = "--test" ] && want="$build_pkgs $test_pkgs"
+case "${1:-}" in
+  --test) want="$build_pkgs $test_pkgs" ;;
+  --bench) want="$build_pkgs $bench_pkgs" ;;
+esac
 
 missing=""
 for p in $want; do
