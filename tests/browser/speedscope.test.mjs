@@ -1,12 +1,14 @@
 // speedscope.test.mjs - the pprof the agent uploads opens in speedscope (npm's speedscope
 // package, its built web app served from 127.0.0.1). A real program runs under libpyagent.so
-// and uploads to an ingest endpoint of this test's own server; speedscope then loads that
-// exact body, and its Sandwich view (a DOM table) must list the program's functions.
+// and uploads to an ingest endpoint of this test's own server (PYAGENT_PROTOCOL=ingest);
+// speedscope then loads that exact body, and its Sandwich view (a DOM table) must list the
+// program's functions.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { spawn } from 'node:child_process';
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, extname } from 'node:path';
 import { launch, shot, waitFor, BUILD, REPO } from './lib.mjs';
 
@@ -40,9 +42,11 @@ before(async () => {
 after(async () => { await ctx.close_(); server.close(); });
 
 test('the pprof the agent uploads opens in speedscope', async () => {
+  // /ingest's body is the gzipped pprof itself (Push, the default, wraps it in a PushRequest);
+  // a spool of this run's own, so nothing an earlier run left is sent instead.
   const env = { ...process.env, LD_PRELOAD: join(BUILD, 'lib', 'libpyagent.so'), PYAGENT_RATE: '250',
     PYAGENT_SERVER: `http://127.0.0.1:${port}`, PYAGENT_APP_NAME: 'speedscope-test',
-    PYAGENT_SPOOL_DIR: join(BUILD, 'artifacts', 'speedscope-spool') };
+    PYAGENT_PROTOCOL: 'ingest', PYAGENT_SPOOL_DIR: mkdtempSync(join(tmpdir(), 'pa-speedscope-spool-')) };
   delete env.PYAGENT_OUTPUT;
   // an async server in this very process answers the uploads, so the program must not block it
   await new Promise((resolve, reject) => {
