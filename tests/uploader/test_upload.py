@@ -49,6 +49,13 @@ def only(*protocols):
     return mark
 
 
+# Cases about the transport (connections, retries, the spool, the exit's deadline, TLS, our
+# threads): send.c and the spool are one path for every protocol, so they run in Push (the
+# default) and /ingest (the path Push replaced, issue 14: "the same spool, retry and ordering
+# guarantees"); OTLP's bodies go the same way and are checked by every other case.
+transport = only("push", "ingest")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -242,6 +249,7 @@ def test_sigterm_uploads(ctx):
         col.stop()
 
 
+@transport
 def test_collector_down_at_start(ctx):
     cwd = ctx.workdir()
     col = Collector(ctx.collector_exe, cwd, free_port())
@@ -256,6 +264,7 @@ def test_collector_down_at_start(ctx):
         col.stop()
 
 
+@transport
 def test_collector_gone_30s_and_killed(ctx):
     """kill -9 of the collector mid-run, 30 s away, restarted on the same database."""
     cwd = ctx.workdir()
@@ -286,6 +295,7 @@ def run_against(ctx, mode, seconds="5", fmt="folded", extra=None):
         srv.stop()
 
 
+@transport
 def test_flapping_server(ctx):
     """A server that answers at random 200, 503 or a reset: every sample is at the server or,
     when the exit's deadline came before a success, still in the spool for the next process
@@ -302,12 +312,14 @@ def test_flapping_server(ctx):
     same_stacks(got, local_stacks(os.path.join(cwd, "local.folded")), "flapping server and the spool")
 
 
+@transport
 def test_server_answering_5xx_then_ok(ctx):
     srv, cwd, rc, out, err, _ = run_against(ctx, "fail5xx:3", seconds="6")
     check(rc == 0, err)
     same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "after 503s")
 
 
+@transport
 def test_connection_resets(ctx):
     srv, cwd, rc, out, err, _ = run_against(ctx, "reset:3", seconds="6", extra={"PYAGENT_LOG": "debug"})
     check(rc == 0, err)
@@ -317,6 +329,7 @@ def test_connection_resets(ctx):
         raise Failure("%s\nserver saw %d requests; agent said:\n%s" % (e, srv.requests, err[-3000:]))
 
 
+@transport
 def test_slow_server_bounds_exit(ctx):
     """A server that never answers in time: uploads time out, the exit waits at most
     PYAGENT_EXIT_TIMEOUT_MS, and what was not sent stays in the spool."""
@@ -331,6 +344,7 @@ def test_slow_server_bounds_exit(ctx):
     check(any(f.endswith(".spool") for f in os.listdir(spool)), "nothing kept in the spool")
 
 
+@transport
 def test_exit_during_an_answered_upload(ctx):
     """The program exits while the server holds its answer to an upload whose body it has
     read (and stored): the exit waits for that answer rather than abort the transfer and send
@@ -650,6 +664,7 @@ def valid_utf8(b):
         return False
 
 
+@transport
 def test_spool_resent_at_next_start(ctx):
     """Server down for a whole run: the next run sends what the first left in the spool."""
     spool = os.path.join(ctx.tmp, "spool-shared")
@@ -803,6 +818,7 @@ def test_protocol_unset_or_unknown(ctx):
         same_stacks(srv.stacks(), local_stacks(os.path.join(cwd, "local.folded")), "%s" % extra)
 
 
+@transport
 def test_spool_is_bounded(ctx):
     spool = os.path.join(ctx.tmp, "spool-bounded")
     os.makedirs(spool)
@@ -924,6 +940,7 @@ def test_labels_auth_and_tenant(ctx):
         check(headers.get("Content-Type") == "application/x-protobuf", "OTLP content type: %r" % headers)
 
 
+@transport
 def test_tls_verified_by_default(ctx):
     """HTTPS with a certificate the system does not trust: refused (kept in the spool) by
     default, accepted with PYAGENT_CA_FILE pointing at it."""
@@ -999,6 +1016,7 @@ w.join()
 """
 
 
+@transport
 def test_agent_threads_bound(ctx):
     """Without a server a single-threaded program has no thread of ours; uploading takes one,
     the upload thread; the namer joins only once the program has a second thread."""
