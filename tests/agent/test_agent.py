@@ -727,10 +727,17 @@ def test_subinterpreters(ctx):
         p = r.profile()
         check(not any(interp_root(f) or has_frame("sub_burn")(f) for f, _ in p.stacks),
               "3.%s sees into the sub-interpreter now: update this test and the docs" % version)
-        worker = p.total(lambda f: f[0] == "thread:subworker" and has_frame("run")(f))
+        # On 3.9-3.11 a thread that runs in a sub-interpreter never hands the (shared) GIL to
+        # a main-interpreter thread (the drop request is per interpreter): the namer, which
+        # needs it, may name the worker only after it returns, and its samples drained until
+        # then keep its OS name, "tid N" (seen under load; docs/interpreters.md, Limits).
+        worker = p.total(lambda f: (f[0] == "thread:subworker" or f[0].startswith("thread:tid "))
+                         and has_frame("run")(f))
         main = p.total(has_frame("main_burn"))
         share, want = 100.0 * worker / (worker + main), 100.0 * truth["sub"] / (truth["sub"] + truth["main"])
-        check(abs(share - want) <= 5.0, "the worker's share %.1f%% sampled, %.1f%% measured" % (share, want))
+        top = sorted(p.stacks, key=lambda sc: -sc[1])[:4]
+        check(abs(share - want) <= 5.0, "the worker's share %.1f%% sampled, %.1f%% measured; top stacks %r"
+              % (share, want, [(";".join(f[:4]) + "..." + f[-1], c) for f, c in top]))
         print("3.%s: the worker's samples on its own thread, in its main-interpreter frames: %.1f%% sampled, "
               "%.1f%% measured" % (version, share, want))
         return
