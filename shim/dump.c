@@ -209,10 +209,17 @@ void pa_dump_serve(int listener, const char *python_version, int mode) {
     struct ucred cred;
     socklen_t clen = sizeof cred;
     char line[PA_DUMP_REQUEST_MAX + 1];
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+    int known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0;
+    int allowed = known && (cred.uid == 0 || cred.uid == geteuid());
+    /* The request is read first, whoever asks: a socket closed with unread data resets the
+     * connection, and the client would see that instead of the answer. Another user gets
+     * 100 ms for it, so that it cannot keep the agent thread waiting. */
+    uint64_t soon = pa_mono_ns() + 100000000ULL;
+    read_request(fd, line, sizeof line, allowed || soon > deadline ? deadline : soon);
+    if (!known) {
         static const char msg[] = PA_DUMP_PROTOCOL " error the agent cannot tell who asks\n";
         send_all(fd, msg, sizeof msg - 1, deadline);
-    } else if (cred.uid != 0 && cred.uid != geteuid()) {
+    } else if (!allowed) {
         /* Another user's process: told so, and nothing else. */
         char msg[160];
         int n = snprintf(msg, sizeof msg,
@@ -220,8 +227,7 @@ void pa_dump_serve(int listener, const char *python_version, int mode) {
                          " error refused: uid %u is neither this process's user nor root\n",
                          (unsigned)cred.uid);
         send_all(fd, msg, (size_t)n, deadline);
-    } else if (read_request(fd, line, sizeof line, deadline),
-               strcmp(line, PA_DUMP_PROTOCOL " stacks") != 0) {
+    } else if (strcmp(line, PA_DUMP_PROTOCOL " stacks") != 0) {
         char msg[PA_DUMP_REQUEST_MAX + 80];
         char shown[PA_DUMP_REQUEST_MAX + 1];
         int n = snprintf(msg, sizeof msg, PA_DUMP_PROTOCOL " error unknown request '%s'\n",

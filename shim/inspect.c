@@ -84,12 +84,30 @@ static void enter_netns(int pid) {
     close(fd);
 }
 
+/* The process id the process knows itself by, which names its socket: in a PID namespace of
+ * its own (a container) the last one of /proc/PID/status's NSpid line. */
+static int own_pid(int pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "re");
+    int inner = pid;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "NSpid:", 6)) {
+            char *last = strrchr(line, '\t');
+            inner = last ? atoi(last + 1) : pid;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return inner > 0 ? inner : pid;
+}
+
 /* One request, its whole answer (NUL-terminated), or exit with the reason. */
 static char *ask(int pid, size_t *len_out) {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, PA_DUMP_SOCKET_FMT, pid);
+    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, PA_DUMP_SOCKET_FMT, own_pid(pid));
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -105,8 +123,8 @@ static char *ask(int pid, size_t *len_out) {
     struct ucred cred;
     socklen_t clen = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.pid != pid)
-        die("the socket @" PA_DUMP_SOCKET_FMT " is held by process %d, not %d; not trusting it",
-            pid, (int)cred.pid, pid);
+        die("the socket @%s is held by process %d, not %d; not trusting it", a.sun_path + 1,
+            (int)cred.pid, pid);
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -121,6 +139,8 @@ static char *ask(int pid, size_t *len_out) {
         ssize_t r = recv(fd, buf + len, cap - 1 - len, 0);
         if (r < 0 && errno == EINTR)
             continue;
+        if (r < 0 && len > 0 && errno == ECONNRESET)
+            break; /* what came before the reset is the answer */
         if (r < 0)
             die("process %d: no answer: %s", pid, strerror(errno));
         if (r == 0 || (len += (size_t)r) == cap - 1)
