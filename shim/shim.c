@@ -192,6 +192,8 @@ static void *agent_main(void *arg) {
             break; /* the final flush runs at exit (the destructor), as for any exit */
         flush(0);
     }
+    if (listener >= 0)
+        close(listener); /* `pyagent dump` now says the process does not answer */
     return NULL;
 }
 
