@@ -804,7 +804,7 @@ def marker_line(name, marker):
 class Started:
     """A program from programs/ running in the background, until it said "ready"."""
 
-    def __init__(self, ctx, argv, agent=True, env=None, user=None, python=None, cwd=None):
+    def __init__(self, ctx, argv, agent=True, env=None, user=None, python=None, cwd=None, wrap=()):
         e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
         e.pop("LD_PRELOAD", None)
         e["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -814,6 +814,7 @@ class Started:
             e["PYAGENT_OUTPUT"] = os.path.join(cwd, "pyagent.%p.folded")
         e.update(env or {})
         cmd = [python or ctx.python, os.path.join(PROGRAMS, argv[0])] + list(argv[1:])
+        cmd = list(wrap) + cmd
         if user:
             cmd = as_user(user) + cmd
         self.p = subprocess.Popen(cmd, cwd=cwd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -999,6 +1000,43 @@ def test_dump_other_user(ctx):
     finally:
         theirs.kill()
         mine.kill()
+    # A process in a network namespace of its own (a container's): root enters it.
+    contained = Started(ctx, ["stuck.py", "threads"], wrap=["unshare", "--net"])
+    try:
+        r = pyagent_cli(ctx, "dump", str(contained.pid))
+        check(r.returncode == 0 and "sleeper" in dump_threads(r.stdout),
+              "root dumping a process in another network namespace: exit %d %r" % (r.returncode, r.stderr))
+    finally:
+        contained.kill()
+
+
+def test_dump_stuck_client(ctx):
+    """A client that connects and never sends its request cannot hold the agent thread: a dump
+    asked meanwhile is answered while the stuck connection is still open. A request in another
+    protocol gets an error line, not a crash or silence."""
+    import socket
+    prog = Started(ctx, ["stuck.py", "threads"])
+    name = b"\0pyagent.%d" % prog.pid
+    try:
+        stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stuck.connect(name)
+        r = pyagent_cli(ctx, "dump", str(prog.pid))
+        check(r.returncode == 0 and "sleeper" in dump_threads(r.stdout),
+              "dump beside a stuck client: exit %d %r" % (r.returncode, r.stderr))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+            other.connect(name)
+            other.sendall(b"pyagent 2 stacks\n" + b"x" * 100 + b"\n")
+            answer = b""
+            while True:
+                chunk = other.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        check(answer.startswith(b"pyagent 1 error unknown request 'pyagent 2 stacks"),
+              "answer to a request of another version: %r" % answer)
+        stuck.close()
+    finally:
+        prog.kill()
 
 
 def test_dump_invisible(ctx):
@@ -1075,7 +1113,7 @@ def test_top_in_tmux(ctx):
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
                       "no_python_dlopen", "forked_child_cpu",
-                      "uwsgi", "dump_other_user"}
+                      "uwsgi", "dump_other_user", "dump_stuck_client"}
 # Cases for some interpreters only (tests/CMakeLists.txt): "shared", those with a libpython to
 # dlopen; "since-3.N", 3.N and newer; "spread", a spread of the matrix (oldest, Debian's,
 # 3.12, the two newest): cases about the process's life (signals, deaths, fork, pools,
