@@ -880,6 +880,22 @@ def eventually(fn):
             time.sleep(0.1)
 
 
+def dump_eventually(ctx, prog, checks):
+    """`pyagent dump` of prog until checks(stdout, dump_threads(stdout)) passes (eventually),
+    then prog is killed; prints the dump."""
+    def once():
+        r = pyagent_cli(ctx, "dump", str(prog.pid))
+        check(r.returncode == 0 and not r.stderr, "dump: exit %d, stderr %r" % (r.returncode, r.stderr))
+        checks(r.stdout, dump_threads(r.stdout))
+        return r
+
+    try:
+        r = eventually(once)
+    finally:
+        prog.kill()
+    print(r.stdout)
+
+
 def check_innermost(threads, name, function, marker, out):
     check(name in threads, "no thread %r in the dump:\n%s" % (name, out))
     frames = threads[name][1]
@@ -897,25 +913,17 @@ def test_dump_threads(ctx):
     source line, and what it waits in; the main thread waits in stdin's read."""
     prog = Started(ctx, ["stuck.py", "threads"])
 
-    def dump():
-        r = pyagent_cli(ctx, "dump", str(prog.pid))
-        check(r.returncode == 0 and not r.stderr, "dump: exit %d, stderr %r" % (r.returncode, r.stderr))
-        threads = dump_threads(r.stdout)
-        check_innermost(threads, "sleeper", "sleeper", "SLEEP", r.stdout)
-        check_innermost(threads, "burner", "burner", "BURN", r.stdout)
-        check_innermost(threads, "blocked", "blocked", "BLOCKED", r.stdout)
-        check_innermost(threads, "MainThread", "<module>", "WAIT", r.stdout)
+    def checks(out, threads):
+        check_innermost(threads, "sleeper", "sleeper", "SLEEP", out)
+        check_innermost(threads, "burner", "burner", "BURN", out)
+        check_innermost(threads, "blocked", "blocked", "BLOCKED", out)
+        check_innermost(threads, "MainThread", "<module>", "WAIT", out)
         for name in ("sleeper", "blocked", "MainThread"):
             check(threads[name][0] == "waiting in a system call",
-                  "state of %s: %r:\n%s" % (name, threads[name][0], r.stdout))
-        check(r.stdout.startswith("Process %d: Python " % prog.pid), r.stdout)
-        return r
+                  "state of %s: %r:\n%s" % (name, threads[name][0], out))
+        check(out.startswith("Process %d: Python " % prog.pid), out)
 
-    try:
-        r = eventually(dump)
-    finally:
-        prog.kill()
-    print(r.stdout)
+    dump_eventually(ctx, prog, checks)
 
 
 def test_dump_gil_deadlock(ctx):
@@ -923,19 +931,11 @@ def test_dump_gil_deadlock(ctx):
     keeps the GIL) still answers: both threads' stacks, the spinner waiting for the GIL."""
     prog = Started(ctx, ["stuck.py", "gil"])
 
-    def dump():
-        r = pyagent_cli(ctx, "dump", str(prog.pid))
-        check(r.returncode == 0, "dump: exit %d, stderr %r" % (r.returncode, r.stderr))
-        threads = dump_threads(r.stdout)
-        check_innermost(threads, "MainThread", "hold_gil", "HOLD", r.stdout)
-        check_innermost(threads, "spinner", "spin", "SPIN", r.stdout)
-        return r
+    def checks(out, threads):
+        check_innermost(threads, "MainThread", "hold_gil", "HOLD", out)
+        check_innermost(threads, "spinner", "spin", "SPIN", out)
 
-    try:
-        r = eventually(dump)
-    finally:
-        prog.kill()
-    print(r.stdout)
+    dump_eventually(ctx, prog, checks)
 
 
 def test_dump_refusals(ctx):
@@ -956,16 +956,7 @@ def test_dump_refusals(ctx):
               and r.stderr.startswith("pyagent: "),
               "%s: exit %d, stdout %r, stderr %r" % (what, r.returncode, r.stdout, r.stderr))
     prog = Started(ctx, ["stuck.py", "single"], env={"PYAGENT_DUMP": "1"})
-
-    def dump():
-        r = pyagent_cli(ctx, "dump", str(prog.pid))
-        check(r.returncode == 0, "PYAGENT_DUMP=1, single-threaded: exit %d, %r" % (r.returncode, r.stderr))
-        check_innermost(dump_threads(r.stdout), "MainThread", "<module>", "WAIT", r.stdout)
-
-    try:
-        eventually(dump)
-    finally:
-        prog.kill()
+    dump_eventually(ctx, prog, lambda out, threads: check_innermost(threads, "MainThread", "<module>", "WAIT", out))
     r = pyagent_cli(ctx, "dump", str(prog.pid))  # ended by now
     check(r.returncode == 1 and "no process" in r.stderr, "an ended process: %d %r" % (r.returncode, r.stderr))
     r = pyagent_cli(ctx, "dump", "x12")
