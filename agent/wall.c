@@ -130,19 +130,23 @@ static void *tick_main(void *arg) {
 
 int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out, int max) {
     const struct pa_python *py = pa_handler_python();
-    if (!py || !pa_py_ready(py))
+    if (!py)
         return -1;
     struct pa_other_thread o = {pthread, -1, 0};
     waiting_in(tid, &o);
-    /* The guarded reads need SIGSEGV and SIGBUS, unblocked only for the walk: the calling
-     * thread (the agent thread) must not take the program's process-directed signals. */
+    /* The guarded reads (the walk, and the layout check pa_py_ready may make) need SIGSEGV
+     * and SIGBUS, unblocked only meanwhile: the calling thread (the agent thread) must not
+     * take the program's process-directed signals. */
     sigset_t faults, old;
     sigemptyset(&faults);
     sigaddset(&faults, SIGSEGV);
     sigaddset(&faults, SIGBUS);
     pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, &old);
-    struct pa_walk_counts counts = {0, 0};
-    int depth = pa_walk_other_thread(py, out, max, &counts, PA_WALK_WALL, &o);
+    int depth = -1;
+    if (pa_py_ready(py)) {
+        struct pa_walk_counts counts = {0, 0};
+        depth = pa_walk_other_thread(py, out, max, &counts, PA_WALK_WALL, &o);
+    }
     pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
     return depth;
 }
