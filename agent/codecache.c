@@ -183,6 +183,18 @@ const char *pa_code_filename(uint32_t id) {
     return e->filename_off ? arena + e->filename_off : "<unknown file>";
 }
 
+const char *pa_code_synthetic_name(uint32_t id) {
+    static const char *const names[PA_SYN_FIRST_CODE] = {[PA_SYN_UNKNOWN] = "<unknown>",
+                                                         [PA_SYN_TRUNCATED] = "<truncated>",
+                                                         [PA_SYN_NO_PYTHON] = "<no Python frames>",
+                                                         [PA_SYN_IDLE] = "<idle>",
+                                                         [PA_SYN_GIL_WAIT] =
+                                                             "<waiting for the GIL>",
+                                                         [PA_SYN_STARTUP] = "<startup>",
+                                                         [PA_SYN_SHUTDOWN] = "<shutdown>"};
+    return id < PA_SYN_FIRST_CODE && names[id] ? names[id] : "<unknown>";
+}
+
 /* ---- line tables ------------------------------------------------------------------------ */
 
 /* Reads the bytes object at obj: *data and *size, or returns 0. */

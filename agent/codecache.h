@@ -36,6 +36,9 @@ uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code);
 /* Normal context: names of a frame id (valid ids only); strings live as long as the process. */
 const char *pa_code_qualname(uint32_t id);
 const char *pa_code_filename(uint32_t id);
+/* Normal context: the name of a synthetic id (below PA_SYN_FIRST_CODE, PA_SYN_INTERP aside:
+ * its frame is interp:ID), "<unknown>" for one that has none. */
+const char *pa_code_synthetic_name(uint32_t id);
 
 /* Signal-safe: the line executed at the given instruction offset (in bytes from the start of
  * the bytecode) of a live code object, or -1 when the table says "no line". Under the guard. */

@@ -90,6 +90,14 @@ size_t pa_threads_list(struct pa_thread_info *out, size_t max);
 void pa_threads_set_name(unsigned long pthread, const char *name);
 /* Name for a serial: Python's, else the OS name, else "tid N"; into buf. */
 void pa_threads_name(uint32_t serial, char *buf, size_t len);
+/* Normal context, a thread of ours with every signal blocked and a descriptor table of its
+ * own (pyagent dump, shim/dump.c): the Python stack of thread (tid, pthread) now, read as
+ * wall mode's tick reads it (guarded, no GIL, the thread not interrupted), leaf first into
+ * out[max], with a <idle> or <waiting for the GIL> leaf when it waits. Returns the depth, 0
+ * for a thread with no Python thread state, -1 while the interpreter is not ready (starting,
+ * finalizing, or its layout not yet checked). */
+struct pa_frame;
+int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out, int max);
 /* Forgets threads that died before the last drained snapshot. */
 void pa_threads_prune(void);
 

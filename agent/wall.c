@@ -33,12 +33,10 @@ static int tick_started; /* under pa_reg_lock */
  * kernel refuses one (a seccomp filter, as Docker's default one without CAP_SYS_ADMIN),
  * waiting threads are counted without their <idle> or <waiting for the GIL> leaf, and the log
  * says so once. */
-static int tick_reads_proc;
-
 static void waiting_in(pid_t tid, struct pa_other_thread *o) {
     o->syscall_nr = -1;
     o->arg0 = 0;
-    if (!tick_reads_proc)
+    if (!pa_thread_private_files())
         return;
     char path[64], buf[256];
     snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
@@ -94,8 +92,7 @@ static void wall_tick(uint64_t elapsed) {
 
 static void *tick_main(void *arg) {
     (void)arg;
-    tick_reads_proc = pa_thread_private_files();
-    if (!tick_reads_proc)
+    if (!pa_thread_private_files())
         pa_log(PA_LOG_WARN, "wall mode: no descriptor table of its own for the tick thread; "
                             "waiting threads are counted without <idle> or <waiting for the GIL>");
     /* The guarded reads need SIGSEGV and SIGBUS (synchronous: only this thread's faults). */
@@ -129,6 +126,29 @@ static void *tick_main(void *arg) {
         if (t.tv_sec > next.tv_sec + 1)
             next = t; /* far behind (suspended): start again from now */
     }
+}
+
+int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out, int max) {
+    const struct pa_python *py = pa_handler_python();
+    if (!py)
+        return -1;
+    struct pa_other_thread o = {pthread, -1, 0};
+    waiting_in(tid, &o);
+    /* The guarded reads (the walk, and the layout check pa_py_ready may make) need SIGSEGV
+     * and SIGBUS, unblocked only meanwhile: the calling thread (the agent thread) must not
+     * take the program's process-directed signals. */
+    sigset_t faults, old;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, &old);
+    int depth = -1;
+    if (pa_py_ready(py)) {
+        struct pa_walk_counts counts = {0, 0};
+        depth = pa_walk_other_thread(py, out, max, &counts, PA_WALK_WALL, &o);
+    }
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return depth;
 }
 
 void pa_wall_start(void) {

@@ -220,6 +220,17 @@ void pa_config_read(struct pa_config *cfg) {
             pa_log(PA_LOG_ERROR, "PYAGENT_TIMER=\"%.64s\" is not auto, perf or cpu; using auto", v);
     }
 
+    cfg->dump = PA_DUMP_AUTO;
+    v = env("PYAGENT_DUMP");
+    if (v) {
+        if (!strcmp(v, "1") || !strcmp(v, "on"))
+            cfg->dump = PA_DUMP_ON;
+        else if (!strcmp(v, "0") || !strcmp(v, "off"))
+            cfg->dump = PA_DUMP_OFF;
+        else if (strcmp(v, "auto"))
+            pa_log(PA_LOG_ERROR, "PYAGENT_DUMP=\"%.64s\" is not auto, 1 or 0; using auto", v);
+    }
+
     cfg->mode = PA_MODE_CPU;
     v = env("PYAGENT_MODE");
     if (v) {

@@ -7,6 +7,11 @@
 
 enum pa_protocol { PA_PROTO_PUSH = 0, PA_PROTO_INGEST = 1, PA_PROTO_OTLP = 2 };
 
+/* PYAGENT_DUMP: the `pyagent dump` listener. AUTO: served by the agent thread when there is
+ * one (a program with threads, or uploading); ON: the agent thread starts for it in every
+ * profiled process; OFF: none. */
+enum pa_dump_want { PA_DUMP_AUTO = 0, PA_DUMP_ON = 1, PA_DUMP_OFF = 2 };
+
 enum pa_mode { PA_MODE_CPU = 0, PA_MODE_WALL = 1, PA_MODE_GIL = 2 }; /* = enum pa_walk_mode */
 
 struct pa_config {
@@ -24,6 +29,7 @@ struct pa_config {
     int native;           /* PYAGENT_NATIVE */
     int opcodes;          /* PYAGENT_OPCODES: each Python frame's instruction (3.11+) */
     unsigned bucket_ms;   /* PYAGENT_TIME_BUCKET_MS: time buckets' width, 0 = no time */
+    int dump;             /* PYAGENT_DUMP: enum pa_dump_want */
 
     /* Uploads (docs/continuous.md). */
     char tags[16384];         /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */

@@ -6,6 +6,8 @@
 #   scripts/deps.sh --bench    build + the real applications of bench/realapps (issue 16)
 set -euo pipefail
 
+# tmux runs `pyagent top` in a terminal, util-linux's setpriv and unshare run the processes
+# `pyagent dump` is refused or must reach (tests/agent/test_agent.py, dump_*, top_in_tmux).
 # libunwind is built from Debian's source package (scripts/libunwind.sh: dpkg-dev unpacks
 # it); cmocka is needed by the build's unit-test targets.
 build_pkgs="build-essential dpkg-dev cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
@@ -14,7 +16,8 @@ build_pkgs="build-essential dpkg-dev cmake pkg-config python3 zlib1g-dev libcurl
 test_pkgs="clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
   npm hyperfine procps file binutils openssl wrk debootstrap libpython3.11-testsuite
   uwsgi-core uwsgi-plugin-python3 gunicorn python3-uvicorn apache2 libapache2-mod-wsgi-py3
-  python3-celery python3-redis redis-server golang-go golang-github-google-pprof-dev"
+  python3-celery python3-redis redis-server golang-go golang-github-google-pprof-dev
+  tmux util-linux"
 
 # bench/realapps/run.py: the programs it measures (Debian's own builds), wrk to load the
 # web service, and perf for the handler's profile (docs/architecture.md).

@@ -13,12 +13,23 @@ NAME
 
 SYNOPSIS
     pyagent run [--rate N] [--mode cpu|wall|gil] [-o FILE] [--server URL] [--app NAME] -- COMMAND [ARGS...]
+    pyagent dump PID
+    pyagent top PID
     pyagent lib
     pyagent --help | --version
 
 DESCRIPTION
     run      executes COMMAND with libpyagent.so in LD_PRELOAD (any preload already there is
              kept); every CPython process it starts is profiled.
+    dump     prints every thread's Python stack of process PID, which runs under the agent,
+             now: its name, what it waits in, and its frames, most recent call last, with
+             file, line and source line, like a traceback. No ptrace rights are needed: the
+             agent inside the process answers, to the same user or root only, while the
+             program is inside a C call or deadlocked on the GIL too.
+    top      a live view of process PID over the same channel: functions by self and total
+             share of the last 10 seconds, refreshed every second, all threads or one.
+             Keys: s sort by self, t by total, n next thread, a all threads, i count waiting
+             threads too, q quit.
     lib      prints the path of libpyagent.so.
 
 OPTIONS
@@ -30,8 +41,15 @@ OPTIONS
 
     Every other setting is an environment variable: see docs/configuration.md.
 
+    dump and top reach the agent through an abstract Unix socket its agent thread listens on
+    (PYAGENT_DUMP: auto, the default, listens whenever the process has a thread of ours: it
+    starts threads or uploads; 1 in every profiled process; 0 never). A process in another
+    network namespace is reached as root; otherwise run pyagent under `nsenter -t PID -n`.
+
 EXIT STATUS
-    COMMAND's own; 2 for a usage error; 1 when libpyagent.so cannot be found.
+    run: COMMAND's own; 2 for a usage error; 1 when libpyagent.so cannot be found.
+    dump, top: 0 when the process answered; 1 when it did not (no such process, no agent,
+    another user's; one line on stderr); 2 for a usage error.
 EOF
 }
 
@@ -59,8 +77,16 @@ case "$cmd" in
   -h | --help | help) usage; exit 0 ;;
   --version) echo "pyagent @PROJECT_VERSION@ (@PYAGENT_GIT_COMMIT@)"; exit 0 ;;
   lib) find_lib; exit 0 ;;
+  dump | top)
+    here=$(dirname "$(readlink -f "$0")")
+    for tool in "$here/pyagent-inspect" "@CMAKE_INSTALL_FULL_LIBEXECDIR@/pyagent/pyagent-inspect"; do
+      [ -x "$tool" ] && exec "$tool" "$cmd" "$@"
+    done
+    echo "pyagent: cannot find pyagent-inspect next to $0 or in @CMAKE_INSTALL_FULL_LIBEXECDIR@/pyagent" >&2
+    exit 1
+    ;;
   run) ;;
-  *) bad "unknown command '$cmd' (run, lib)" ;;
+  *) bad "unknown command '$cmd' (run, dump, top, lib)" ;;
 esac
 
 need() { [ $# -ge 2 ] || bad "$1 needs a value"; }

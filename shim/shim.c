@@ -17,6 +17,7 @@
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -38,6 +39,7 @@
 #include "../base/threads.h"
 #include "../uploader/symbols.h"
 #include "../uploader/uploader.h"
+#include "dump.h"
 #include "names.h"
 #include "shim.h"
 
@@ -143,14 +145,35 @@ void pa_shim_before_exec(void) {
         save(0);
 }
 
+/* ctl_wait, answering `pyagent dump` meanwhile (listener >= 0; shim/dump.c): a request is
+ * served at once, in bounded time, and a stop is seen within ms. */
+static int agent_wait(int listener, long ms) {
+    if (listener < 0)
+        return ctl_wait(ms);
+    double until = mono_now() + (double)ms / 1000;
+    for (;;) {
+        double left = until - mono_now();
+        struct pollfd p = {listener, POLLIN, 0};
+        if (left > 0 && poll(&p, 1, (int)(left * 1000) + 1) > 0)
+            pa_dump_serve(listener, py.version, cfg.mode);
+        pthread_mutex_lock(&ctl_lock);
+        int stop = ctl_stop;
+        pthread_mutex_unlock(&ctl_lock);
+        if (stop || mono_now() >= until)
+            return stop;
+    }
+}
+
 static void *agent_main(void *arg) {
     (void)arg;
     int seen_initialized = 0, torn_down = 0;
+    /* Only in a descriptor table of its own: the program must never see the socket. */
+    int listener = cfg.dump != PA_DUMP_OFF && pa_thread_private_files() ? pa_dump_listen() : -1;
     for (;;) {
         /* Wake often enough to notice finalization promptly; flush every interval. */
         long waited = 0;
         int stop = 0;
-        while (waited < (long)cfg.interval_s * 1000 && !(stop = ctl_wait(100)) &&
+        while (waited < (long)cfg.interval_s * 1000 && !(stop = agent_wait(listener, 100)) &&
                !pa_sampler_program_gone()) {
             waited += 100;
             /* Sampling may have started before the interpreter (it waits for it in the
@@ -169,6 +192,8 @@ static void *agent_main(void *arg) {
             break; /* the final flush runs at exit (the destructor), as for any exit */
         flush(0);
     }
+    if (listener >= 0)
+        close(listener); /* `pyagent dump` now says the process does not answer */
     return NULL;
 }
 
@@ -203,7 +228,8 @@ static int start_sampling(void) {
         return -1;
     }
     pa_sampler_arm_self();
-    if (cfg.server[0])
+    /* Uploads, or PYAGENT_DUMP=1: a single-threaded program gets the agent thread too. */
+    if (cfg.server[0] || cfg.dump == PA_DUMP_ON)
         need_agent_thread();
     return 0;
 }

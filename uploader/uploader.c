@@ -135,18 +135,10 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = pa_symbols_lookup(pa_native_ip(f), buf, sizeof buf);
         return intern_utf8(buf, n > 0 ? (size_t)n : 0);
     }
-    static const char *const synthetic[PA_SYN_FIRST_CODE] = {
-        [PA_SYN_UNKNOWN] = "<unknown>",
-        [PA_SYN_TRUNCATED] = "<truncated>",
-        [PA_SYN_NO_PYTHON] = "<no Python frames>",
-        [PA_SYN_IDLE] = "<idle>",
-        [PA_SYN_GIL_WAIT] = "<waiting for the GIL>",
-        [PA_SYN_STARTUP] = "<startup>",
-        [PA_SYN_SHUTDOWN] = "<shutdown>"};
     if (f->id == PA_SYN_INTERP)
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
     else if (f->id < PA_SYN_FIRST_CODE)
-        n = snprintf(buf, sizeof buf, "%s", synthetic[f->id] ? synthetic[f->id] : "<unknown>");
+        n = snprintf(buf, sizeof buf, "%s", pa_code_synthetic_name(f->id));
     else if (f->line > 0)
         n = snprintf(buf, sizeof buf, "%s (%s:%d)", pa_code_qualname(f->id),
                      pa_code_filename(f->id), f->line);

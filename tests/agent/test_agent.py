@@ -8,7 +8,9 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -792,10 +794,319 @@ def test_subinterpreter_churn(ctx):
           % (len(ids), p.meta["samples"], rss["half"], rss["all"]))
 
 
+# ---- pyagent dump and top (issue 17): the process answers through its agent thread ----------
+
+def marker_line(name, marker):
+    """The line number of the line ending in '# MARKER' in programs/NAME, and its text."""
+    src = open(os.path.join(PROGRAMS, name)).read().splitlines()
+    i = next(i for i, l in enumerate(src) if l.rstrip().endswith("# " + marker))
+    return i + 1, src[i].strip()
+
+
+class Started:
+    """A program from programs/ running in the background, until it said "ready"."""
+
+    def __init__(self, ctx, argv, agent=True, env=None, user=None, python=None, cwd=None, wrap=()):
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
+        e.pop("LD_PRELOAD", None)
+        e["PYTHONDONTWRITEBYTECODE"] = "1"
+        cwd = cwd or ctx.workdir()
+        if agent:
+            e["LD_PRELOAD"] = ctx.lib
+            e["PYAGENT_OUTPUT"] = os.path.join(cwd, "pyagent.%p.folded")
+        e.update(env or {})
+        cmd = [python or ctx.python, os.path.join(PROGRAMS, argv[0])] + list(argv[1:])
+        cmd = list(wrap) + cmd
+        if user:
+            cmd = as_user(user) + cmd
+        self.p = subprocess.Popen(cmd, cwd=cwd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
+        line = self.p.stdout.readline()
+        check(line == "ready\n", "%s did not start: %r %s" % (argv, line, self.p.stderr.read()
+                                                           if self.p.poll() is not None else ""))
+
+    def finish(self, stdin=""):
+        """Ends stdin and waits; returns its stdout."""
+        out, err = self.p.communicate(stdin, timeout=120)
+        check(self.p.returncode == 0, "exit status %d: %s" % (self.p.returncode, err[-2000:]))
+        return out
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.communicate()
+
+
+def as_user(user):
+    """setpriv's arguments to run a command as user (its own group, no others)."""
+    import pwd
+    u = pwd.getpwnam(user)
+    return ["setpriv", "--reuid", str(u.pw_uid), "--regid", str(u.pw_gid), "--clear-groups"]
+
+
+def pyagent_cli(ctx, *args, user=None):
+    cmd = [ctx.launcher] + list(args)
+    if user:
+        cmd = as_user(user) + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def dump_threads(out):
+    """`pyagent dump` output -> {thread name: (state, [(file, line, function, source), ...])},
+    frames innermost last."""
+    threads, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r'^Thread (\d+) "(.*)" \((.*)\), most recent call last:$', line)
+        if m:
+            cur = threads[m.group(2)] = (m.group(3), [])
+            continue
+        m = re.match(r'^  File "(.*)", line (\d+), in (.*)$', line)
+        if m and cur:
+            cur[1].append([m.group(1), int(m.group(2)), m.group(3), None])
+        elif line.startswith("    ") and cur and cur[1]:
+            cur[1][-1][3] = line.strip()
+    return threads
+
+
+def eventually(fn):
+    """fn() until it passes, at most 50 times 0.1 s apart: a program that said "ready" may not
+    yet stand where it stays (its main thread between the print and the read). The last
+    failure is the verdict."""
+    for i in range(50):
+        try:
+            return fn()
+        except Failure:
+            if i == 49:
+                raise
+            time.sleep(0.1)
+
+
+def dump_eventually(ctx, prog, checks):
+    """`pyagent dump` of prog until checks(stdout, dump_threads(stdout)) passes (eventually),
+    then prog is killed; prints the dump."""
+    def once():
+        r = pyagent_cli(ctx, "dump", str(prog.pid))
+        check(r.returncode == 0 and not r.stderr, "dump: exit %d, stderr %r" % (r.returncode, r.stderr))
+        checks(r.stdout, dump_threads(r.stdout))
+        return r
+
+    try:
+        r = eventually(once)
+    finally:
+        prog.kill()
+    print(r.stdout)
+
+
+def check_innermost(threads, name, function, marker, out):
+    check(name in threads, "no thread %r in the dump:\n%s" % (name, out))
+    frames = threads[name][1]
+    check(frames, "thread %r has no frames:\n%s" % (name, out))
+    file, line, fn, source = frames[-1]
+    want_line, want_source = marker_line("stuck.py", marker)
+    check(file.endswith("stuck.py") and fn == function and line == want_line and source == want_source,
+          "thread %r: innermost frame %r, expected %s at stuck.py:%d %r:\n%s"
+          % (name, frames[-1], function, want_line, want_source, out))
+
+
+def test_dump_threads(ctx):
+    """`pyagent dump PID` of a program with three named threads (one in time.sleep, one burning
+    CPU, one blocked on a lock) shows each thread's name, its innermost function, line and
+    source line, and what it waits in; the main thread waits in stdin's read."""
+    prog = Started(ctx, ["stuck.py", "threads"])
+
+    def checks(out, threads):
+        check_innermost(threads, "sleeper", "sleeper", "SLEEP", out)
+        check_innermost(threads, "burner", "burner", "BURN", out)
+        check_innermost(threads, "blocked", "blocked", "BLOCKED", out)
+        check_innermost(threads, "MainThread", "<module>", "WAIT", out)
+        for name in ("sleeper", "blocked", "MainThread"):
+            check(threads[name][0] == "waiting in a system call",
+                  "state of %s: %r:\n%s" % (name, threads[name][0], out))
+        check(out.startswith("Process %d: Python " % prog.pid), out)
+
+    dump_eventually(ctx, prog, checks)
+
+
+def test_dump_gil_deadlock(ctx):
+    """A process whose main thread holds the GIL inside a C call that never returns (ctypes.PyDLL
+    keeps the GIL) still answers: both threads' stacks, the spinner waiting for the GIL."""
+    prog = Started(ctx, ["stuck.py", "gil"])
+
+    def checks(out, threads):
+        check_innermost(threads, "MainThread", "hold_gil", "HOLD", out)
+        check_innermost(threads, "spinner", "spin", "SPIN", out)
+
+    dump_eventually(ctx, prog, checks)
+
+
+def test_dump_refusals(ctx):
+    """No answer without the agent, with PYAGENT_DUMP=0, from a single-threaded program that
+    does not upload (no thread of ours: docs/architecture.md, "Threads"), or for a process that
+    does not exist: exit status 1 and one line on stderr. PYAGENT_DUMP=1 makes a single-threaded
+    program answer."""
+    cases = [("without the agent", dict(agent=False), ["stuck.py", "threads"], "does not answer"),
+             ("PYAGENT_DUMP=0", dict(env={"PYAGENT_DUMP": "0"}), ["stuck.py", "threads"], "does not answer"),
+             ("single-threaded", {}, ["stuck.py", "single"], "does not answer")]
+    for what, kw, argv, msg in cases:
+        prog = Started(ctx, argv, **kw)
+        try:
+            r = pyagent_cli(ctx, "dump", str(prog.pid))
+        finally:
+            prog.kill()
+        check(r.returncode == 1 and r.stdout == "" and msg in r.stderr and r.stderr.count("\n") == 1
+              and r.stderr.startswith("pyagent: "),
+              "%s: exit %d, stdout %r, stderr %r" % (what, r.returncode, r.stdout, r.stderr))
+    prog = Started(ctx, ["stuck.py", "single"], env={"PYAGENT_DUMP": "1"})
+    dump_eventually(ctx, prog, lambda out, threads: check_innermost(threads, "MainThread", "<module>", "WAIT", out))
+    r = pyagent_cli(ctx, "dump", str(prog.pid))  # ended by now
+    check(r.returncode == 1 and "no process" in r.stderr, "an ended process: %d %r" % (r.returncode, r.stderr))
+    r = pyagent_cli(ctx, "dump", "x12")
+    check(r.returncode == 2 and "not a process id" in r.stderr, "a bad PID: %d %r" % (r.returncode, r.stderr))
+
+
+def test_dump_other_user(ctx):
+    """Only the process's own user, or root, is answered: root dumps a process of nobody's;
+    nobody asking about root's process is refused (exit 1, one line); nobody about its own is
+    answered. Needs root (to run processes as nobody) and Debian's /usr/bin/python3 (the
+    interpreters under /root are not nobody's to run)."""
+    if os.geteuid() != 0:
+        print("not root: cannot run a process as another user here; not checked")
+        return
+    shared = tempfile.mkdtemp(dir=ctx.tmp)
+    os.chmod(ctx.tmp, 0o755)
+    os.chmod(shared, 0o777)
+    py = "/usr/bin/python3"
+    theirs = Started(ctx, ["stuck.py", "threads"], user="nobody", python=py, cwd=shared)
+    mine = Started(ctx, ["stuck.py", "threads"], python=py, cwd=shared)
+    try:
+        r = pyagent_cli(ctx, "dump", str(theirs.pid))
+        check(r.returncode == 0 and "sleeper" in dump_threads(r.stdout),
+              "root dumping nobody's process: exit %d %r" % (r.returncode, r.stderr))
+        r = pyagent_cli(ctx, "dump", str(mine.pid), user="nobody")
+        check(r.returncode == 1 and r.stdout == "" and "refused" in r.stderr and r.stderr.count("\n") == 1,
+              "nobody dumping root's process: exit %d, stdout %r, stderr %r" % (r.returncode, r.stdout, r.stderr))
+        print(r.stderr.strip())
+        r = pyagent_cli(ctx, "dump", str(theirs.pid), user="nobody")
+        check(r.returncode == 0 and "sleeper" in dump_threads(r.stdout),
+              "nobody dumping its own process: exit %d %r" % (r.returncode, r.stderr))
+    finally:
+        theirs.kill()
+        mine.kill()
+    # A process in a network namespace of its own (a container's): root enters it.
+    contained = Started(ctx, ["stuck.py", "threads"], wrap=["unshare", "--net"])
+    try:
+        r = pyagent_cli(ctx, "dump", str(contained.pid))
+        check(r.returncode == 0 and "sleeper" in dump_threads(r.stdout),
+              "root dumping a process in another network namespace: exit %d %r" % (r.returncode, r.stderr))
+    finally:
+        contained.kill()
+
+
+def test_dump_stuck_client(ctx):
+    """A client that connects and never sends its request cannot hold the agent thread: a dump
+    asked meanwhile is answered while the stuck connection is still open. A request in another
+    protocol gets an error line, not a crash or silence."""
+    import socket
+    prog = Started(ctx, ["stuck.py", "threads"])
+    name = b"\0pyagent.%d" % prog.pid
+    try:
+        stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stuck.connect(name)
+        r = pyagent_cli(ctx, "dump", str(prog.pid))
+        check(r.returncode == 0 and "sleeper" in dump_threads(r.stdout),
+              "dump beside a stuck client: exit %d %r" % (r.returncode, r.stderr))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+            other.connect(name)
+            other.sendall(b"pyagent 2 stacks\n" + b"x" * 100 + b"\n")
+            answer = b""
+            while True:
+                chunk = other.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        check(answer.startswith(b"pyagent 1 error unknown request 'pyagent 2 stacks"),
+              "answer to a request of another version: %r" % answer)
+        stuck.close()
+    finally:
+        prog.kill()
+
+
+def test_dump_invisible(ctx):
+    """The listener is invisible to the program: after a dump, its descriptors (numbers and
+    what they are), its thread count and the number its next open() gets are those of the same
+    program run with PYAGENT_DUMP=0, which is never asked."""
+    seen = {}
+    for dump in ("0", "auto"):
+        prog = Started(ctx, ["stuck.py", "fds"], env={"PYAGENT_DUMP": dump})
+        try:
+            outside = sorted(os.listdir("/proc/%d/fd" % prog.pid), key=int)
+            r = pyagent_cli(ctx, "dump", str(prog.pid))
+            check(r.returncode == (1 if dump == "0" else 0), "PYAGENT_DUMP=%s: dump exit %d %r"
+                  % (dump, r.returncode, r.stderr))
+            after = sorted(os.listdir("/proc/%d/fd" % prog.pid), key=int)
+            seen[dump] = (outside, after, prog.finish("go\n"))
+        finally:
+            prog.kill()
+    check(seen["0"] == seen["auto"], "the program sees a difference:\nPYAGENT_DUMP=0: %r\nauto (dumped): %r"
+          % (seen["0"], seen["auto"]))
+    print(seen["auto"][2])
+
+
+def test_top_in_tmux(ctx):
+    """`pyagent top PID` in a terminal (tmux): the burning function comes to the top of the
+    table sorted by self share; 't' sorts by total; 'q' quits with status 0."""
+    import shutil
+    check(shutil.which("tmux"), "tmux is not installed (scripts/deps.sh --test installs it)")
+    prog = Started(ctx, ["stuck.py", "burn"])
+    sock = "pyagent-top-%d" % os.getpid()
+    rc_file = os.path.join(ctx.workdir(), "rc")
+    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    screen = ""
+
+    def capture():
+        return subprocess.run(tmux + ["capture-pane", "-p", "-t", "top"], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(pred, what):
+        nonlocal screen
+        for _ in range(300):  # a deadline for a hung view, not a timing
+            screen = capture()
+            if pred(screen):
+                return
+            time.sleep(0.1)
+        check(False, "%s; the screen:\n%s" % (what, screen))
+
+    def first_row(text):
+        rows = text.splitlines()
+        i = next((i for i, l in enumerate(rows) if "FUNCTION" in l), None)
+        return rows[i + 1] if i is not None and i + 1 < len(rows) else ""
+
+    try:
+        cmd = "%s top %d; echo $? > %s" % (ctx.launcher, prog.pid, rc_file)
+        subprocess.run(tmux + ["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", cmd], check=True)
+        wait_for(lambda s: re.search(r"^\s*\d+\.\d\s+\d+\.\d\s+burn \(stuck\.py\)", first_row(s)),
+                 "burn() is not the top row")
+        check("sorted by self" in screen, "not sorted by self at first:\n" + screen)
+        subprocess.run(tmux + ["send-keys", "-t", "top", "t"], check=True)
+        wait_for(lambda s: "sorted by total" in s, "'t' did not sort by total")
+        subprocess.run(tmux + ["send-keys", "-t", "top", "q"], check=True)
+        for _ in range(300):
+            if os.path.exists(rc_file) and open(rc_file).read().strip():
+                break
+            time.sleep(0.1)
+        check(os.path.exists(rc_file), "'q' did not end pyagent top; the screen:\n" + capture())
+        check(open(rc_file).read().strip() == "0", "pyagent top exited %s" % open(rc_file).read().strip())
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+        prog.kill()
+    print(screen)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
                       "no_python_dlopen", "forked_child_cpu",
-                      "uwsgi"}
+                      "uwsgi", "dump_other_user", "dump_stuck_client"}
 # Cases for some interpreters only (tests/CMakeLists.txt): "shared", those with a libpython to
 # dlopen; "since-3.N", 3.N and newer; "spread", a spread of the matrix (oldest, Debian's,
 # 3.12, the two newest): cases about the process's life (signals, deaths, fork, pools,
@@ -805,7 +1116,8 @@ SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
-    "launcher", "off_switch", "handler_histogram")})
+    "launcher", "off_switch", "handler_histogram",
+    "dump_threads", "dump_gil_deadlock", "dump_refusals", "dump_invisible", "top_in_tmux")})
 
 
 def main():
