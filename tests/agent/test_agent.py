@@ -269,9 +269,11 @@ def test_native_frames(ctx):
     if not debug:
         check(abs(got - want) <= 3.0, "zlib's share %.1f%%, measured %.1f%%" % (got, want))
     check(got > 0, "no zlib frames at all")
-    # Order: the C frames are on the leaf side of compress().
+    # Order: the C frames are on the leaf side of compress(). The import of zlib calls into
+    # libz too (zlibVersion, from the module's exec), where a loaded machine once sampled it:
+    # that stack is right without compress().
     for frames, _ in p.stacks:
-        if in_zlib(frames):
+        if in_zlib(frames) and not any("PyModule_ExecDef" in f for f in frames):
             names = [frame_name(f) for f in frames]
             check("compress" in names, "a zlib stack without compress(): %r" % frames)
             z = next(i for i, f in enumerate(frames) if "[libz.so" in f)
@@ -289,7 +291,11 @@ def test_wall_mode(ctx):
     measured = lambda fr: any(frame_name(f) in ("sleeper", "spinner") for f in fr)  # noqa: E731
     got = share_of(p, has_frame("sleeper"), measured)
     want = 100.0 * truth["sleeper"] / (truth["sleeper"] + truth["spinner"])
-    check(abs(got - want) <= 3.0, "sleeper's wall share %.1f%%, measured %.1f%%" % (got, want))
+    # The tick thread reads a waiting thread's stack when it wakes: a tick that a loaded machine
+    # runs late gives the end of the sleep to the stack the thread is in by then, spinner()
+    # (docs/architecture.md, wall mode). At load average 14 on a debug build CI saw 45.0%
+    # sampled for 48.3% measured: 5 points leave room for that, and still catch a wrong split.
+    check(abs(got - want) <= 5.0, "sleeper's wall share %.1f%%, measured %.1f%%" % (got, want))
     idle = p.total(lambda fr: frame_name(fr[-1]) == "<idle>" and has_frame("sleeper")(fr))
     check(idle >= 0.9 * p.total(has_frame("sleeper")), "sleeper not shown <idle>")
     cpu = ctx.run(["modes.py", "truth.json", "wall"]).profile()
