@@ -90,6 +90,32 @@ test('merge by module groups frames into modules', async () => {
   await page.close();
 });
 
+test('module names relabel frames without merging them, and stay in the link', async () => {
+  const { page, errors } = await open(ctx, html);
+  const fileLabel = 'phase_a (/srv/app/main.py:20)';
+  const before = await page.evaluate((l) => window.pyagentFlame.find(l), fileLabel);
+  assert.equal(await page.isChecked('#modnames'), false);
+  await page.check('#modnames');
+  assert.match(page.url(), /mn=1/);
+  const svg = await page.evaluate(() => window.pyagentFlame.svg());
+  assert.match(svg, /phase_a \(main:20\)/, 'own code by its module');
+  assert.match(svg, /run \(threading:975\)/, 'stdlib by its dotted module');
+  assert.doesNotMatch(svg, /\/srv\/app\/main\.py/, 'no file path left in the labels');
+  const after = await page.evaluate((l) => window.pyagentFlame.find(l), fileLabel);
+  assert.deepEqual([after.x, after.w, after.total], [before.x, before.w, before.total], 'the same boxes: a label, not a merge');
+  assert.equal((await page.evaluate(() => window.pyagentFlame.state())).by, 'line');
+  await page.mouse.move(after.x + after.w / 2, after.y + after.h / 2);
+  await page.waitForSelector('#tooltip:not([hidden])');
+  assert.match(await page.textContent('#tooltip'), /main:20/);
+  assert.match(await page.textContent('#hotspots'), /main:20/);
+  const again = await open(ctx, html, '#mn=1');
+  assert.equal(await again.page.isChecked('#modnames'), true, 'kept in the URL');
+  assert.deepEqual([...errors, ...again.errors], []);
+  await shot(page, 'flamegraph-module-names');
+  await again.page.close();
+  await page.close();
+});
+
 test('the theme follows the system and the switch overrides it', async () => {
   const page = await ctx.newPage();
   const errors = [];
