@@ -229,6 +229,8 @@
     zoom: [], search: '', regex: false, inverted: false, reversed: false, by: 'line', thread: '',
     theme: 'light', view: 'current', mode: 'flame', sw: '', hl: '', time: false, tr: null, tb: null
   };
+  const SIDEBAR_W = 270, SIDEBAR_MIN = 160, SIDEBAR_MAX = 640;
+  const sidebarWidth = (w) => Math.round(Math.min(SIDEBAR_MAX, Math.max(SIDEBAR_MIN, w)));
   const range = (s) => { const m = /^(\d+)-(\d+)$/.exec(s || ''); return m ? [Number(m[1]), Number(m[2])] : null; };
   function readHash() {
     const h = new URLSearchParams(location.hash.slice(1));
@@ -239,6 +241,8 @@
     state.reversed = h.get('rev') === '1';
     state.by = ['func', 'module'].includes(h.get('by')) ? h.get('by') : 'line';
     state.modnames = h.get('mn') === '1';
+    state.sidebar = h.get('sb') !== '0';
+    state.sidebarW = sidebarWidth(Number(h.get('sbw')) || SIDEBAR_W);
     state.thread = h.get('t') || '';
     state.theme = h.get('theme') === 'dark' || (h.get('theme') !== 'light' && prefersDark()) ? 'dark' : 'light';
     state.view = isDiffPage && h.get('view') === 'elided' ? 'elided' : 'current';
@@ -258,6 +262,8 @@
     if (state.reversed) h.set('rev', '1');
     if (state.by !== 'line') h.set('by', state.by);
     if (state.modnames) h.set('mn', '1');
+    if (!state.sidebar) h.set('sb', '0');
+    if (state.sidebarW !== SIDEBAR_W) h.set('sbw', String(state.sidebarW));
     if (state.thread) h.set('t', state.thread);
     if (state.theme !== (prefersDark() ? 'dark' : 'light')) h.set('theme', state.theme);
     if (state.view === 'elided') h.set('view', 'elided');
@@ -754,6 +760,7 @@
     if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.key === '/') { ev.preventDefault(); $('search').focus(); }
     else if (ev.key === 's') sandwichOfSelection();
+    else if (ev.key === 'b') $('sidebar-toggle').click();
     else if (ev.key === 'f') setMode('flame');
     else if (ev.key === 't' && data.time) toggleTime();
     else if (ev.key === '?') openHelp();
@@ -784,6 +791,49 @@
     refreshSidebar();
     draw();
   });
+  /* ---- the sidebar: collapsed by its button or "b", resized by dragging its edge ---- */
+  function applySidebar() {
+    $('sidebar').hidden = !state.sidebar;
+    $('sidebar-toggle').setAttribute('aria-expanded', String(state.sidebar));
+    $('main').style.setProperty('--sidebar-w', state.sidebarW + 'px');
+    const edge = $('sidebar-resize');
+    edge.setAttribute('aria-valuemin', String(SIDEBAR_MIN));
+    edge.setAttribute('aria-valuemax', String(SIDEBAR_MAX));
+    edge.setAttribute('aria-valuenow', String(state.sidebarW));
+  }
+  function setSidebar(fn) {
+    fn();
+    applySidebar();
+    writeHash();
+    draw(); /* the graphs take the width the sidebar leaves */
+  }
+  $('sidebar-toggle').addEventListener('click', () => setSidebar(() => { state.sidebar = !state.sidebar; }));
+  const edge = $('sidebar-resize');
+  edge.addEventListener('pointerdown', (ev) => {
+    ev.preventDefault();
+    edge.setPointerCapture(ev.pointerId);
+    edge.classList.add('dragging');
+    const x0 = ev.clientX, w0 = state.sidebarW;
+    const move = (e) => setSidebar(() => { state.sidebarW = sidebarWidth(w0 + e.clientX - x0); });
+    const up = () => {
+      edge.classList.remove('dragging');
+      edge.removeEventListener('pointermove', move);
+      edge.removeEventListener('pointerup', up);
+      edge.removeEventListener('pointercancel', up);
+    };
+    edge.addEventListener('pointermove', move);
+    edge.addEventListener('pointerup', up);
+    edge.addEventListener('pointercancel', up);
+  });
+  edge.addEventListener('keydown', (ev) => {
+    const step = ev.shiftKey ? 64 : 16;
+    const to = { ArrowLeft: state.sidebarW - step, ArrowRight: state.sidebarW + step, Home: SIDEBAR_MIN, End: SIDEBAR_MAX }[ev.key];
+    if (to === undefined) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    setSidebar(() => { state.sidebarW = sidebarWidth(to); });
+  });
+
   function openHelp() {
     const d = $('help');
     if (!d.open) d.showModal();
@@ -818,6 +868,7 @@
     $('reversed').checked = state.reversed;
     $('by').value = state.by;
     $('modnames').checked = state.modnames;
+    applySidebar();
     $('thread').value = state.thread;
     $('view').value = state.view;
     $('time-toggle').setAttribute('aria-pressed', String(state.time));

@@ -116,6 +116,47 @@ test('module names relabel frames without merging them, and stay in the link', a
   await page.close();
 });
 
+test('the sidebar resizes by dragging or arrows, collapses by button or "b", and stays so in the link', async () => {
+  const { page, errors } = await open(ctx, html);
+  const width = (sel) => page.$eval(sel, (e) => e.getBoundingClientRect().width);
+  assert.equal(await width('#sidebar'), 270);
+  const canvas0 = await width('#canvas');
+  const edge = await page.$eval('#sidebar-resize', (e) => { const r = e.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + 100 }; });
+  await page.mouse.move(edge.x, edge.y);
+  await page.mouse.down();
+  await page.mouse.move(edge.x + 50, edge.y, { steps: 3 });
+  await page.mouse.move(edge.x + 100, edge.y, { steps: 3 });
+  await page.mouse.up();
+  assert.equal(await width('#sidebar'), 370, 'dragged 100 px wider');
+  assert.equal(await width('#canvas'), canvas0 - 100, 'the graph takes what the sidebar leaves');
+  assert.match(page.url(), /sbw=370/);
+  await page.focus('#sidebar-resize');
+  await page.keyboard.press('ArrowLeft');
+  assert.equal(await width('#sidebar'), 354);
+  assert.equal(await page.getAttribute('#sidebar-resize', 'aria-valuenow'), '354');
+  await page.keyboard.press('Home');
+  assert.equal(await width('#sidebar'), 160, 'Home: the narrowest');
+  await page.$eval('#sidebar-resize', (e) => e.blur());
+  await page.keyboard.press('b');
+  assert.equal(await page.isVisible('#sidebar'), false, '"b" collapses it');
+  assert.equal(await page.isVisible('#sidebar-resize'), false);
+  assert.equal(await page.getAttribute('#sidebar-toggle', 'aria-expanded'), 'false');
+  assert.ok(await width('#canvas') > canvas0 + 200, 'the graph takes the whole width');
+  assert.match(page.url(), /sb=0/);
+  await page.focus('#sidebar-toggle');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.isVisible('#sidebar'), true, 'the button brings it back');
+  assert.equal(await width('#sidebar'), 160, 'at the width it had');
+  const again = await open(ctx, html, '#sb=0&sbw=300');
+  assert.equal(await again.page.isVisible('#sidebar'), false, 'collapsed from the link');
+  await again.page.click('#sidebar-toggle');
+  assert.equal(await again.page.$eval('#sidebar', (e) => e.getBoundingClientRect().width), 300, 'width from the link');
+  assert.deepEqual([...errors, ...again.errors], []);
+  await shot(again.page, 'flamegraph-sidebar-resized');
+  await again.page.close();
+  await page.close();
+});
+
 test('the theme follows the system and the switch overrides it', async () => {
   const page = await ctx.newPage();
   const errors = [];
