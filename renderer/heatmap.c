@@ -5,8 +5,7 @@
  * anywhere on the stack, counted once per sample (a stamp per line remembers the last stack
  * that counted it), so recursion never pushes a line past 100%. Colour is log-scaled against
  * the hottest line of the whole profile, so pages can be compared with each other.
- * Sources are read from disk only where the user allows: with --source-root given, a path
- * must resolve (after symlinks) inside one of the new roots or it is not opened at all. */
+ * Sources come from the reports' one reader (source.c), which honours --source-root. */
 #include "render.h"
 
 #include "assets.h"
@@ -212,66 +211,6 @@ static void build(struct heat *h) {
     }
 }
 
-/* ---- reading sources ---- */
-
-static int under(const char *path, const char *root) {
-    size_t n = strlen(root);
-    while (n > 1 && root[n - 1] == '/')
-        n--;
-    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
-}
-
-/* Reads a source file into out, or explains in why why not. */
-static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, pa_error *why) {
-    char cand[PATH_MAX * 2];
-    if (file[0] == '<')
-        return pa_fail(why, "not a file on disk");
-    if (o && o->nroots) {
-        int mapped = 0;
-        for (size_t i = 0; i < o->nroots && !mapped; i++) {
-            if (under(file, o->root_from[i])) {
-                size_t n = strlen(o->root_from[i]);
-                while (n > 1 && o->root_from[i][n - 1] == '/')
-                    n--;
-                snprintf(cand, sizeof cand, "%s%s", o->root_to[i], file + n);
-                mapped = 1;
-            }
-        }
-        if (!mapped && file[0] != '/' && o->nroots)
-            snprintf(cand, sizeof cand, "%s/%s", o->root_to[0], file), mapped = 1;
-        if (!mapped)
-            return pa_fail(why, "outside the --source-root mappings: not read");
-        char real[PATH_MAX];
-        int inside = 0, found = realpath(cand, real) != NULL;
-        for (size_t i = 0; found && i < o->nroots && !inside; i++) {
-            char root[PATH_MAX];
-            if (realpath(o->root_to[i], root) && under(real, root))
-                inside = 1;
-        }
-        /* One answer whether the path is missing or resolves outside the roots (through ".."
-         * or a link): two would tell whoever chose the path which files exist elsewhere. */
-        if (!inside)
-            return pa_fail(why, "source not available (no such file under the source roots)");
-        snprintf(cand, sizeof cand, "%s", real);
-    } else {
-        snprintf(cand, sizeof cand, "%s", file);
-    }
-    struct stat sb;
-    if (stat(cand, &sb) != 0)
-        return pa_fail(why, "source not available (%s)", strerror(errno));
-    if (!S_ISREG(sb.st_mode) || sb.st_size > 16 * 1024 * 1024)
-        return pa_fail(why, "source not available (not a regular file under 16 MB)");
-    FILE *f = fopen(cand, "rb");
-    if (!f)
-        return pa_fail(why, "source not available (%s)", strerror(errno));
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        pa_buf_append(out, chunk, n);
-    fclose(f);
-    return 0;
-}
-
 /* ---- pages ---- */
 
 static void page_head(pa_buf *b, const char *title, const char *subtitle) {
@@ -462,7 +401,8 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
             by_line[h->le[e].line] = (int64_t)e;
 
     pa_error why;
-    int have = read_source(o, fname, &src, &why) == 0;
+    pa_source_roots roots = {o ? o->root_from : NULL, o ? o->root_to : NULL, o ? o->nroots : 0};
+    int have = pa_render_read_source(&roots, fname, &src, &why) == 0;
     if (!have) {
         pa_buf_puts(&b, "<p class=\"missing\">");
         pa_buf_html_str(&b, why.msg, strlen(why.msg));

@@ -22,6 +22,9 @@
   const MIN_PX = 0.5; /* narrower frames are pruned, their share reported */
   const $ = (id) => document.getElementById(id);
   const meta = data.meta || {};
+  /* Source lines of the hottest Python locations, read at render time: file -> line -> [first
+   * line number, text...]. */
+  const SRC = JSON.parse(document.getElementById('source-data').textContent || '{}');
 
   /* ---- the prefix tree from the page ---- */
   const N = data.nodes;
@@ -64,7 +67,7 @@
   function makeKeys(by) {
     const nf = F.name.length;
     const keyOf = new Int32Array(nf);
-    const label = [], kind = [], file = [], line = [], name = [], modLabel = [], mod = [];
+    const label = [], kind = [], file = [], line = [], name = [], modLabel = [], mod = [], src = [];
     const seen = new Map();
     for (let f = 0; f < nf; f++) {
       const kd = KINDS[F.kind[f]] || 'other';
@@ -88,6 +91,8 @@
          * toggle): only the text changes, the key stays the file's. */
         const m = fileName && kd !== 'thread' && by !== 'module' ? moduleOf(kd, fileName, nm) : '';
         mod.push(m);
+        const lines = ln && SRC[data.files[F.file[f]]];
+        src.push(lines && lines[ln] ? lines[ln] : null);
         modLabel.push(!m ? text : kd === 'native' ? nm + ' [' + m + ']' : nm + ' (' + m + (ln ? ':' + ln : '') + ')');
       }
       keyOf[f] = k;
@@ -98,7 +103,7 @@
     order.forEach((k, r) => { rank[k] = r; });
     const byLabel = new Map();
     label.forEach((l, k) => byLabel.set(l, k));
-    return { keyOf, label, kind, file, line, name, rank, byLabel, by, modLabel, mod };
+    return { keyOf, label, kind, file, line, name, rank, byLabel, by, modLabel, mod, src };
   }
   const keySets = {};
   function keys(by) {
@@ -622,6 +627,16 @@
     tip.appendChild(div('name', v === 0 ? 'all samples' : K.kind[k] === 'thread' ? K.label[k] : K.name[k]));
     if (v !== 0) {
       tip.appendChild(div('where', (whereOf(K, k) ? whereOf(K, k) + '  ·  ' : '') + KIND_TEXT[K.kind[k]]));
+      if (K.src[k]) {
+        const box = div('source', '');
+        const [first, ...lines] = K.src[k];
+        lines.forEach((t, i) => {
+          const ln = first + i;
+          const cur = ln === K.line[k];
+          box.appendChild(div(cur ? 'current' : '', (cur ? '→ ' : '  ') + String(ln).padStart(5) + '  ' + readable(t)));
+        });
+        tip.appendChild(box);
+      }
     }
     const table = document.createElement('table');
     const all = W.total[0] || 1;
