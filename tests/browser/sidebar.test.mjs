@@ -108,10 +108,10 @@ test('module names relabel frames without merging them, and stay in the link', a
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.textContent('#tooltip'), /main:20/);
   assert.match(await page.textContent('#hotspots'), /main:20/);
+  await shot(page, 'flamegraph-module-names'); /* while it is the page in front */
   const again = await open(ctx, html, '#mn=1');
   assert.equal(await again.page.isChecked('#modnames'), true, 'kept in the URL');
   assert.deepEqual([...errors, ...again.errors], []);
-  await shot(page, 'flamegraph-module-names');
   await again.page.close();
   await page.close();
 });
