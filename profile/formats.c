@@ -40,6 +40,16 @@ static int enc_json(const pa_profile *p, const pa_output_opts *o, pa_buf *out, p
     return 0;
 }
 
+static int enc_pstats(const pa_profile *p, const pa_output_opts *o, pa_buf *out, pa_error *err) {
+    (void)o;
+    return pa_profile_encode_pstats(p, out, err);
+}
+
+static int enc_jsonl(const pa_profile *p, const pa_output_opts *o, pa_buf *out, pa_error *err) {
+    (void)o;
+    return pa_profile_encode_jsonl(p, out, err);
+}
+
 static const pa_output_format folded = {"folded", ".folded", "text/plain; charset=utf-8", NULL,
                                         enc_folded};
 static const pa_output_format pprof = {"pprof", ".pb.gz", "application/octet-stream",
@@ -51,9 +61,13 @@ static const pa_output_format firefox = {"firefox", ".firefox.json", "applicatio
                                          "attachment; filename=\"profile.firefox.json\"",
                                          enc_firefox};
 static const pa_output_format json = {"json", ".report.json", "application/json", NULL, enc_json};
+static const pa_output_format pstats = {"pstats", ".pstats", "application/octet-stream",
+                                        "attachment; filename=\"profile.pstats\"", enc_pstats};
+static const pa_output_format jsonl = {"jsonl", ".jsonl", "application/jsonl",
+                                       "attachment; filename=\"profile.jsonl\"", enc_jsonl};
 
-const pa_output_format *const pa_output_formats[] = {&folded,  &pprof, &speedscope,
-                                                     &firefox, &json,  NULL};
+const pa_output_format *const pa_output_formats[] = {&folded, &pprof,  &speedscope, &firefox,
+                                                     &json,   &pstats, &jsonl,      NULL};
 
 const pa_output_format *pa_output_format_find(const char *name) {
     for (size_t i = 0; pa_output_formats[i]; i++)
@@ -79,6 +93,7 @@ const pa_output_format *pa_output_format_for_path(const char *path) {
                    {".collapsed", &folded},
                    {".report.json", &json},
                    {".firefox.json", &firefox},
+                   {".prof", &pstats},
                    /* before the registry, any ".json" export was speedscope's */
                    {".json", &speedscope}};
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)

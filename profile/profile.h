@@ -208,6 +208,14 @@ void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf 
  * profile without time are spread evenly over its duration, which the file says. */
 void pa_profile_encode_firefox(const pa_profile *p, const char *name, pa_buf *out);
 
+/* One row per code location (file, line, function), as CPython's profiling.sampling writes
+ * them (stats.c): pstats, the marshalled dict pstats.Stats loads, {(file, line, func): (self
+ * samples, cumulative samples, self seconds, cumulative seconds, {caller: samples})}; and its
+ * JSON lines (meta, string_table, frame_table, agg, end records). Seconds are samples / rate
+ * (a millisecond each without a rate). Return 0 (err is for symmetry with pprof). */
+int pa_profile_encode_pstats(const pa_profile *p, pa_buf *out, pa_error *err);
+int pa_profile_encode_jsonl(const pa_profile *p, pa_buf *out, pa_error *err);
+
 /* The data of the HTML reports: the union of both profiles' stacks as a prefix tree, with
  * frames split into name/file/line/kind. base may be NULL (a flamegraph) or the baseline of a
  * diff. The output is JSON that is safe to embed in a <script> element. */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static void report_html(const pa_profile *p, const pa_render_args *a, pa_buf *out) {
-    pa_render_flame_html(p, a && a->title ? a->title : "Flamegraph", out);
+    pa_render_flame_html(p, a && a->title ? a->title : "Flamegraph", a ? a->sources : NULL, out);
 }
 
 static void report_svg(const pa_profile *p, const pa_render_args *a, pa_buf *out) {

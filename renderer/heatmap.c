@@ -5,8 +5,7 @@
  * anywhere on the stack, counted once per sample (a stamp per line remembers the last stack
  * that counted it), so recursion never pushes a line past 100%. Colour is log-scaled against
  * the hottest line of the whole profile, so pages can be compared with each other.
- * Sources are read from disk only where the user allows: with --source-root given, a path
- * must resolve (after symlinks) inside one of the new roots or it is not opened at all. */
+ * Sources come from the reports' one reader (source.c), which honours --source-root. */
 #include "render.h"
 
 #include "assets.h"
@@ -66,7 +65,7 @@ struct heat {
     pa_profile *instrset; /* interner of (line, offset, opcode) keys */
     struct instr_entry *ie;
     size_t nie, cap_ie;
-    uint64_t max_total;
+    uint64_t max_total, max_self; /* of any line: the top of the two colour scales */
 };
 
 static void seterr(pa_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -205,69 +204,11 @@ static void build(struct heat *h) {
     for (size_t e = 0; e < h->nle; e++) {
         if (h->le[e].total > h->max_total)
             h->max_total = h->le[e].total;
+        if (h->le[e].self > h->max_self)
+            h->max_self = h->le[e].self;
         if (h->le[e].total)
             h->fe[h->le[e].file].lines_hit++;
     }
-}
-
-/* ---- reading sources ---- */
-
-static int under(const char *path, const char *root) {
-    size_t n = strlen(root);
-    while (n > 1 && root[n - 1] == '/')
-        n--;
-    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
-}
-
-/* Reads a source file into out, or explains in why why not. */
-static int read_source(const pa_heatmap_opts *o, const char *file, pa_buf *out, pa_error *why) {
-    char cand[PATH_MAX * 2];
-    if (file[0] == '<')
-        return pa_fail(why, "not a file on disk");
-    if (o && o->nroots) {
-        int mapped = 0;
-        for (size_t i = 0; i < o->nroots && !mapped; i++) {
-            if (under(file, o->root_from[i])) {
-                size_t n = strlen(o->root_from[i]);
-                while (n > 1 && o->root_from[i][n - 1] == '/')
-                    n--;
-                snprintf(cand, sizeof cand, "%s%s", o->root_to[i], file + n);
-                mapped = 1;
-            }
-        }
-        if (!mapped && file[0] != '/' && o->nroots)
-            snprintf(cand, sizeof cand, "%s/%s", o->root_to[0], file), mapped = 1;
-        if (!mapped)
-            return pa_fail(why, "outside the --source-root mappings: not read");
-        char real[PATH_MAX];
-        int inside = 0, found = realpath(cand, real) != NULL;
-        for (size_t i = 0; found && i < o->nroots && !inside; i++) {
-            char root[PATH_MAX];
-            if (realpath(o->root_to[i], root) && under(real, root))
-                inside = 1;
-        }
-        /* One answer whether the path is missing or resolves outside the roots (through ".."
-         * or a link): two would tell whoever chose the path which files exist elsewhere. */
-        if (!inside)
-            return pa_fail(why, "source not available (no such file under the source roots)");
-        snprintf(cand, sizeof cand, "%s", real);
-    } else {
-        snprintf(cand, sizeof cand, "%s", file);
-    }
-    struct stat sb;
-    if (stat(cand, &sb) != 0)
-        return pa_fail(why, "source not available (%s)", strerror(errno));
-    if (!S_ISREG(sb.st_mode) || sb.st_size > 16 * 1024 * 1024)
-        return pa_fail(why, "source not available (not a regular file under 16 MB)");
-    FILE *f = fopen(cand, "rb");
-    if (!f)
-        return pa_fail(why, "source not available (%s)", strerror(errno));
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        pa_buf_append(out, chunk, n);
-    fclose(f);
-    return 0;
 }
 
 /* ---- pages ---- */
@@ -276,6 +217,7 @@ static void page_head(pa_buf *b, const char *title, const char *subtitle) {
     pa_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
                    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+                   "<meta name=\"color-scheme\" content=\"light dark\">\n"
                    "<link rel=\"icon\" href=\"data:,\">\n<title>");
     pa_buf_html_str(b, title, strlen(title));
     if (subtitle) {
@@ -293,10 +235,22 @@ static void page_tail(pa_buf *b) {
     pa_buf_puts(b, "</script>\n</body>\n</html>\n");
 }
 
-static double heat_of(const struct heat *h, uint64_t total) {
-    if (!total || !h->max_total)
-        return 0;
-    return log1p((double)total) / log1p((double)h->max_total);
+/* The view controls of every page (heatmap.js): the colour scale and the theme. */
+static void put_controls(pa_buf *b) {
+    pa_buf_puts(b, "<span class=\"views\"><label>colour by <select id=\"colour-by\">"
+                   "<option value=\"total\">total</option><option value=\"self\">self</option>"
+                   "</select></label> <button id=\"theme\" type=\"button\">dark theme</button>"
+                   "</span>");
+}
+
+static double log_scale(uint64_t n, uint64_t max) {
+    return n && max ? log1p((double)n) / log1p((double)max) : 0;
+}
+
+/* A row's heat (0..1, log scale) by total and by self samples; the page picks one. */
+static void put_heat(pa_buf *b, const struct heat *h, uint64_t total, uint64_t self) {
+    pa_buf_printf(b, " style=\"--heat-total:%.3f;--heat-self:%.3f\"",
+                  log_scale(total, h->max_total), log_scale(self, h->max_self));
 }
 
 static void put_pct(pa_buf *b, uint64_t n, uint64_t all) {
@@ -426,10 +380,13 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
                   (unsigned long long)all, (unsigned long long)h->fe[file].self,
                   pa_frame_kind_name(h->fe[file].kind));
     pa_buf_puts(&b, "<label><input type=\"checkbox\" id=\"hide-cold\"> hide cold lines</label> "
-                    "<span class=\"legend\">colour: total samples, log scale · self = samples "
+                    "<span class=\"legend\">colour: total or self samples, log scale · self = "
+                    "samples "
                     "where the line is the leaf · total = samples where it is on the stack, "
                     "counted once · bytecode: a line's instructions (PYAGENT_OPCODES), key "
-                    "b opens all</span></header>\n");
+                    "b opens all</span> ");
+    put_controls(&b);
+    pa_buf_puts(&b, "</header>\n");
 
     /* The lines with samples, by line number. */
     uint32_t maxline = 0;
@@ -444,7 +401,8 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
             by_line[h->le[e].line] = (int64_t)e;
 
     pa_error why;
-    int have = read_source(o, fname, &src, &why) == 0;
+    pa_source_roots roots = {o ? o->root_from : NULL, o ? o->root_to : NULL, o ? o->nroots : 0};
+    int have = pa_render_read_source(&roots, fname, &src, &why) == 0;
     if (!have) {
         pa_buf_puts(&b, "<p class=\"missing\">");
         pa_buf_html_str(&b, why.msg, strlen(why.msg));
@@ -480,7 +438,7 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
         int hot = l && l->total;
         pa_buf_printf(&b, "<tr id=\"line-%u\" class=\"%s\"", ln, hot ? "hot" : "cold");
         if (hot)
-            pa_buf_printf(&b, " style=\"--heat:%.3f\"", heat_of(h, l->total));
+            put_heat(&b, h, l->total, l->self);
         pa_buf_printf(&b, "><td class=\"ln\"><a href=\"#line-%u\">%u</a></td>", ln, ln);
         if (hot) {
             pa_buf_printf(&b, "<td class=\"n\" title=\"");
@@ -580,8 +538,10 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
         pa_buf_html_str(&b, title, strlen(title));
         pa_buf_printf(&b,
                       "</h1><p class=\"sum\">%llu samples · %zu source files · colour: total "
-                      "samples of the file's hottest line, log scale</p></header>\n",
+                      "or self samples of the file's hottest line, log scale</p>",
                       (unsigned long long)all, nfiles);
+        put_controls(&b);
+        pa_buf_puts(&b, "</header>\n");
         uint32_t *order = xrealloc(NULL, (nfiles + 1) * sizeof *order);
         for (uint32_t f = 0; f < nfiles; f++)
             order[f] = f;
@@ -607,16 +567,20 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
                                     "<th>total %</th><th>self</th><th>lines hit</th></tr>"
                                     "</thead><tbody>\n");
                 any = 1;
-                uint64_t hottest = 0;
-                for (size_t e = 0; e < h.nle; e++)
+                uint64_t hottest = 0, hottest_self = 0;
+                for (size_t e = 0; e < h.nle; e++) {
                     if (h.le[e].file == f && h.le[e].total > hottest)
                         hottest = h.le[e].total;
+                    if (h.le[e].file == f && h.le[e].self > hottest_self)
+                        hottest_self = h.le[e].self;
+                }
                 size_t flen;
                 const char *fname = pa_profile_frame(h.files, f, &flen);
                 char page[64];
                 file_page_name(page, sizeof page, f);
-                pa_buf_printf(&b, "<tr style=\"--heat:%.3f\"><td><a href=\"%s\">",
-                              heat_of(&h, hottest), page);
+                pa_buf_puts(&b, "<tr");
+                put_heat(&b, &h, hottest, hottest_self);
+                pa_buf_printf(&b, "><td><a href=\"%s\">", page);
                 pa_buf_html_str(&b, fname, flen);
                 pa_buf_printf(&b, "</a></td><td class=\"n\">%llu</td><td class=\"n\">",
                               (unsigned long long)h.fe[f].total);

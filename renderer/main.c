@@ -26,7 +26,9 @@ static const char usage_text[] =
     "  diff BASELINE CURRENT -o OUT.html          differential flamegraph (or --format folded)\n"
     "  heatmap PROFILE... -o DIR                  source heatmap: index.html + a page per file\n"
     "  top PROFILE...                             top functions by self and total samples\n"
-    "  export PROFILE... -o OUT                   folded, pprof (gzip), speedscope, firefox, json\n"
+    "  export PROFILE... -o OUT                   folded, pprof (gzip), speedscope, firefox, "
+    "json,\n"
+    "                                             pstats, jsonl\n"
     "\n"
     "options (all commands):\n"
     "  -o, --output PATH      where to write ('-' = standard output; default for top)\n"
@@ -35,6 +37,9 @@ static const char usage_text[] =
     "  --exclude REGEX        drop stacks with a frame matching REGEX\n"
     "  -h, --help             this help\n"
     "  --version              the version and the commit built from\n"
+    "flamegraph, HTML output: tooltips quote the hottest Python lines' source\n"
+    "  --source-root OLD=NEW  as for heatmap: where the sources are read\n"
+    "  --no-source            read and quote no source\n"
     "flamegraph, SVG output (flamegraph.pl's knobs):\n"
     "  --width PX (1200)  --minwidth PX (0.1)  --colors python|hot|mem|io|blue|aqua|green\n"
     "  --inverted (icicle)  --reverse (merge by leaf)  --format html|svg (default: by extension)\n"
@@ -47,8 +52,9 @@ static const char usage_text[] =
     "  -n, --limit N (20)     rows per table\n"
     "  --by function|line     aggregate by function (default) or by source line\n"
     "export:\n"
-    "  --format folded|pprof|speedscope|firefox|json   default: by extension (.pb.gz/.pprof,\n"
-    "                         .speedscope.json, .firefox.json, .json: report JSON; else folded)\n"
+    "  --format folded|pprof|speedscope|firefox|json|pstats|jsonl   default: by extension\n"
+    "                         (.pb.gz/.pprof, .speedscope.json, .firefox.json, .report.json,\n"
+    "                         .pstats/.prof, .jsonl; else folded)\n"
     "  --by-function          merge frames that differ only in line\n"
     "  --strip-instructions   drop the bytecode instructions of frames (PYAGENT_OPCODES)\n"
     "  --no-time              drop the time buckets\n"
@@ -67,6 +73,7 @@ struct opts {
     pa_svg_opts svg;
     const char *root_from[64], *root_to[64];
     size_t nroots;
+    int no_source;
     size_t limit;
     int by_function, merge_threads, strip_instructions, no_time;
     uint64_t normalize;
@@ -138,6 +145,7 @@ enum {
     OPT_INVERTED,
     OPT_REVERSE,
     OPT_ROOT,
+    OPT_NO_SOURCE,
     OPT_BY,
     OPT_BY_FUNCTION,
     OPT_MERGE_THREADS,
@@ -160,6 +168,7 @@ static const struct option long_opts[] = {
     {"inverted", no_argument, NULL, OPT_INVERTED},
     {"reverse", no_argument, NULL, OPT_REVERSE},
     {"source-root", required_argument, NULL, OPT_ROOT},
+    {"no-source", no_argument, NULL, OPT_NO_SOURCE},
     {"by", required_argument, NULL, OPT_BY},
     {"by-function", no_argument, NULL, OPT_BY_FUNCTION},
     {"merge-threads", no_argument, NULL, OPT_MERGE_THREADS},
@@ -256,6 +265,9 @@ int main(int argc, char **argv) {
             o.root_to[o.nroots++] = eq + 1;
             break;
         }
+        case OPT_NO_SOURCE:
+            o.no_source = 1;
+            break;
         case OPT_BY:
             if (strcmp(optarg, "function") && strcmp(optarg, "line"))
                 usage_error("bad --by '%s' (function or line)", optarg);
@@ -299,11 +311,13 @@ int main(int argc, char **argv) {
             usage_error("bad --format '%s' for flamegraph (html or svg)", o.format);
         pa_profile *p = load(inputs, ninputs, &o);
         o.svg.title = o.title ? o.title : "Flame Graph";
+        pa_source_roots roots = {o.root_from, o.root_to, o.nroots};
         pa_render_args a = {
             .title = o.title
                          ? o.title
                          : default_title("Flamegraph", inputs, ninputs, titlebuf, sizeof titlebuf),
             .svg = &o.svg,
+            .sources = o.no_source ? NULL : &roots,
         };
         pa_error err;
         pa_render_format_write(&f, p, &a, &out, &err);

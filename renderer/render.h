@@ -10,8 +10,22 @@
 extern "C" {
 #endif
 
-/* Self-contained interactive HTML flamegraph (canvas; no network request of any kind). */
-void pa_render_flame_html(const pa_profile *p, const char *title, pa_buf *out);
+/* --source-root OLD=NEW pairs: a file under OLD is read from NEW instead. When any is given,
+ * files outside every NEW are not read at all; with none, files are read where recorded. */
+typedef struct pa_source_roots {
+    const char *const *from;
+    const char *const *to;
+    size_t n;
+} pa_source_roots;
+/* Reads a source file into out (source.c), or explains in why why not. */
+int pa_render_read_source(const pa_source_roots *roots, const char *file, pa_buf *out,
+                          pa_error *why);
+
+/* Self-contained interactive HTML flamegraph (canvas; no network request of any kind). With
+ * sources, the tooltips of its hottest Python frames quote their source lines, read at render
+ * time (NULL: nothing is read). */
+void pa_render_flame_html(const pa_profile *p, const char *title, const pa_source_roots *sources,
+                          pa_buf *out);
 
 /* Differential flamegraph: widths from cur, colours from the change normalised by totals. */
 void pa_render_diff_html(const pa_profile *base, const pa_profile *cur, const char *title,
@@ -49,6 +63,9 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *opts, const ch
 typedef struct pa_render_args {
     const char *title;
     const pa_svg_opts *svg; /* NULL: flamegraph.pl's defaults */
+    /* Where the HTML flamegraph reads the source lines it quotes; NULL: it reads none (the
+     * collector's /render must not read its own disk for a query). */
+    const pa_source_roots *sources;
 } pa_render_args;
 
 typedef struct pa_render_format {

@@ -22,6 +22,9 @@
   const MIN_PX = 0.5; /* narrower frames are pruned, their share reported */
   const $ = (id) => document.getElementById(id);
   const meta = data.meta || {};
+  /* Source lines of the hottest Python locations, read at render time: file -> line -> [first
+   * line number, text...]. */
+  const SRC = JSON.parse(document.getElementById('source-data').textContent || '{}');
 
   /* ---- the prefix tree from the page ---- */
   const N = data.nodes;
@@ -64,7 +67,7 @@
   function makeKeys(by) {
     const nf = F.name.length;
     const keyOf = new Int32Array(nf);
-    const label = [], kind = [], file = [], line = [], name = [];
+    const label = [], kind = [], file = [], line = [], name = [], modLabel = [], mod = [], src = [];
     const seen = new Map();
     for (let f = 0; f < nf; f++) {
       const kd = KINDS[F.kind[f]] || 'other';
@@ -84,6 +87,13 @@
         seen.set(sig, k);
         label.push(text); kind.push(kd); file.push(by === 'module' ? '' : fileName); line.push(ln);
         name.push(by === 'module' ? text : nm);
+        /* The same frame labelled with its module instead of its file (the "module names"
+         * toggle): only the text changes, the key stays the file's. */
+        const m = fileName && kd !== 'thread' && by !== 'module' ? moduleOf(kd, fileName, nm) : '';
+        mod.push(m);
+        const lines = ln && SRC[data.files[F.file[f]]];
+        src.push(lines && lines[ln] ? lines[ln] : null);
+        modLabel.push(!m ? text : kd === 'native' ? nm + ' [' + m + ']' : nm + ' (' + m + (ln ? ':' + ln : '') + ')');
       }
       keyOf[f] = k;
     }
@@ -93,7 +103,7 @@
     order.forEach((k, r) => { rank[k] = r; });
     const byLabel = new Map();
     label.forEach((l, k) => byLabel.set(l, k));
-    return { keyOf, label, kind, file, line, name, rank, byLabel, by };
+    return { keyOf, label, kind, file, line, name, rank, byLabel, by, modLabel, mod, src };
   }
   const keySets = {};
   function keys(by) {
@@ -224,6 +234,8 @@
     zoom: [], search: '', regex: false, inverted: false, reversed: false, by: 'line', thread: '',
     theme: 'light', view: 'current', mode: 'flame', sw: '', hl: '', time: false, tr: null, tb: null
   };
+  const SIDEBAR_W = 270, SIDEBAR_MIN = 160, SIDEBAR_MAX = 640;
+  const sidebarWidth = (w) => Math.round(Math.min(SIDEBAR_MAX, Math.max(SIDEBAR_MIN, w)));
   const range = (s) => { const m = /^(\d+)-(\d+)$/.exec(s || ''); return m ? [Number(m[1]), Number(m[2])] : null; };
   function readHash() {
     const h = new URLSearchParams(location.hash.slice(1));
@@ -233,6 +245,9 @@
     state.inverted = h.get('inv') === '1';
     state.reversed = h.get('rev') === '1';
     state.by = ['func', 'module'].includes(h.get('by')) ? h.get('by') : 'line';
+    state.modnames = h.get('mn') === '1';
+    state.sidebar = h.get('sb') !== '0';
+    state.sidebarW = sidebarWidth(Number(h.get('sbw')) || SIDEBAR_W);
     state.thread = h.get('t') || '';
     state.theme = h.get('theme') === 'dark' || (h.get('theme') !== 'light' && prefersDark()) ? 'dark' : 'light';
     state.view = isDiffPage && h.get('view') === 'elided' ? 'elided' : 'current';
@@ -251,6 +266,9 @@
     if (state.inverted) h.set('inv', '1');
     if (state.reversed) h.set('rev', '1');
     if (state.by !== 'line') h.set('by', state.by);
+    if (state.modnames) h.set('mn', '1');
+    if (!state.sidebar) h.set('sb', '0');
+    if (state.sidebarW !== SIDEBAR_W) h.set('sbw', String(state.sidebarW));
     if (state.thread) h.set('t', state.thread);
     if (state.theme !== (prefersDark() ? 'dark' : 'light')) h.set('theme', state.theme);
     if (state.view === 'elided') h.set('view', 'elided');
@@ -322,7 +340,8 @@
     const K = V.K;
     matchedKeys = new Uint8Array(K.label.length);
     for (let k = 0; k < K.label.length; k++) {
-      matchedKeys[k] = re ? re.test(K.label[k]) : K.label[k].toLowerCase().includes(needle);
+      const t = shownOf(K, k);
+      matchedKeys[k] = re ? re.test(t) : t.toLowerCase().includes(needle);
     }
     const under = new Uint8Array(V.size);
     let matched = 0;
@@ -436,7 +455,7 @@
       }
       (g.rows[d] = g.rows[d] || []).push([x, w, v]);
       if (w > 28) {
-        const label = v === 0 ? 'all' : W.K.label[W.key[v]];
+        const label = v === 0 ? 'all' : shownOf(W.K, W.key[v]);
         const max = Math.floor((w - 6) / charW);
         const text = label.length > max ? label.slice(0, Math.max(max - 1, 0)) + '…' : label;
         ctx.fillStyle = '#111';
@@ -510,12 +529,21 @@
     drawGraph(graphs.callers);
     drawGraph(graphs.callees);
     const t = sw.callees.total[0];
-    $('sw-title').textContent = K.label[k] + ': on the stack in ' + fmt(t) + ' samples (' + pct(t / (V.total[0] || 1)) + ')';
+    $('sw-title').textContent = shownOf(K, k) + ': on the stack in ' + fmt(t) + ' samples (' + pct(t / (V.total[0] || 1)) + ')';
     $('status').textContent = 'Sandwich: callers above (nearest caller first), callees below.' + rangeNote();
   }
 
   function labelOf(g, v) {
     return g.V.K.label[g.V.key[v]];
+  }
+  /* What a key reads as: its label, or with module names its module's. */
+  function shownOf(K, k) {
+    return state.modnames ? K.modLabel[k] : K.label[k];
+  }
+  /* "file:line" or "module:line", '' for a frame without a file. */
+  function whereOf(K, k) {
+    const w = state.modnames && K.mod[k] ? K.mod[k] : K.file[k];
+    return w ? w + (K.line[k] ? ':' + K.line[k] : '') : '';
   }
 
   /* ---- interaction ---- */
@@ -598,7 +626,17 @@
     const k = W.key[v];
     tip.appendChild(div('name', v === 0 ? 'all samples' : K.kind[k] === 'thread' ? K.label[k] : K.name[k]));
     if (v !== 0) {
-      tip.appendChild(div('where', (K.file[k] ? K.file[k] + (K.line[k] ? ':' + K.line[k] : '') + '  ·  ' : '') + KIND_TEXT[K.kind[k]]));
+      tip.appendChild(div('where', (whereOf(K, k) ? whereOf(K, k) + '  ·  ' : '') + KIND_TEXT[K.kind[k]]));
+      if (K.src[k]) {
+        const box = div('source', '');
+        const [first, ...lines] = K.src[k];
+        lines.forEach((t, i) => {
+          const ln = first + i;
+          const cur = ln === K.line[k];
+          box.appendChild(div(cur ? 'current' : '', (cur ? '→ ' : '  ') + String(ln).padStart(5) + '  ' + readable(t)));
+        });
+        tip.appendChild(box);
+      }
     }
     const table = document.createElement('table');
     const all = W.total[0] || 1;
@@ -650,7 +688,7 @@
     tip.style.left = left + 'px';
     tip.style.top = top + 'px';
     if (v > 0) {
-      $('status').textContent = K.label[k] + ' — ' + fmt(W.total[v]) + ' samples (' + pct(W.total[v] / all) + '), self ' + fmt(selfN);
+      $('status').textContent = shownOf(K, k) + ' — ' + fmt(W.total[v]) + ' samples (' + pct(W.total[v] / all) + '), self ' + fmt(selfN);
     }
   }
 
@@ -737,6 +775,7 @@
     if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.key === '/') { ev.preventDefault(); $('search').focus(); }
     else if (ev.key === 's') sandwichOfSelection();
+    else if (ev.key === 'b') $('sidebar-toggle').click();
     else if (ev.key === 'f') setMode('flame');
     else if (ev.key === 't' && data.time) toggleTime();
     else if (ev.key === '?') openHelp();
@@ -754,6 +793,10 @@
   $('inverted').addEventListener('change', () => { state.inverted = $('inverted').checked; writeHash(); draw(); });
   $('reversed').addEventListener('change', viewChange(() => { state.reversed = $('reversed').checked; }));
   $('by').addEventListener('change', viewChange(() => { state.by = $('by').value; state.sw = ''; state.hl = ''; }));
+  $('modnames').addEventListener('change', () => {
+    state.modnames = $('modnames').checked;
+    writeHash(); computeMatches(); refreshSidebar(); draw();
+  });
   $('thread').addEventListener('change', viewChange(() => { state.thread = $('thread').value; }));
   $('view').addEventListener('change', viewChange(() => { state.view = $('view').value; }));
   $('theme').addEventListener('click', () => {
@@ -763,6 +806,49 @@
     refreshSidebar();
     draw();
   });
+  /* ---- the sidebar: collapsed by its button or "b", resized by dragging its edge ---- */
+  function applySidebar() {
+    $('sidebar').hidden = !state.sidebar;
+    $('sidebar-toggle').setAttribute('aria-expanded', String(state.sidebar));
+    $('main').style.setProperty('--sidebar-w', state.sidebarW + 'px');
+    const edge = $('sidebar-resize');
+    edge.setAttribute('aria-valuemin', String(SIDEBAR_MIN));
+    edge.setAttribute('aria-valuemax', String(SIDEBAR_MAX));
+    edge.setAttribute('aria-valuenow', String(state.sidebarW));
+  }
+  function setSidebar(fn) {
+    fn();
+    applySidebar();
+    writeHash();
+    draw(); /* the graphs take the width the sidebar leaves */
+  }
+  $('sidebar-toggle').addEventListener('click', () => setSidebar(() => { state.sidebar = !state.sidebar; }));
+  const edge = $('sidebar-resize');
+  edge.addEventListener('pointerdown', (ev) => {
+    ev.preventDefault();
+    edge.setPointerCapture(ev.pointerId);
+    edge.classList.add('dragging');
+    const x0 = ev.clientX, w0 = state.sidebarW;
+    const move = (e) => setSidebar(() => { state.sidebarW = sidebarWidth(w0 + e.clientX - x0); });
+    const up = () => {
+      edge.classList.remove('dragging');
+      edge.removeEventListener('pointermove', move);
+      edge.removeEventListener('pointerup', up);
+      edge.removeEventListener('pointercancel', up);
+    };
+    edge.addEventListener('pointermove', move);
+    edge.addEventListener('pointerup', up);
+    edge.addEventListener('pointercancel', up);
+  });
+  edge.addEventListener('keydown', (ev) => {
+    const step = ev.shiftKey ? 64 : 16;
+    const to = { ArrowLeft: state.sidebarW - step, ArrowRight: state.sidebarW + step, Home: SIDEBAR_MIN, End: SIDEBAR_MAX }[ev.key];
+    if (to === undefined) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    setSidebar(() => { state.sidebarW = sidebarWidth(to); });
+  });
+
   function openHelp() {
     const d = $('help');
     if (!d.open) d.showModal();
@@ -796,6 +882,8 @@
     $('inverted').checked = state.inverted;
     $('reversed').checked = state.reversed;
     $('by').value = state.by;
+    $('modnames').checked = state.modnames;
+    applySidebar();
     $('thread').value = state.thread;
     $('view').value = state.view;
     $('time-toggle').setAttribute('aria-pressed', String(state.time));
@@ -815,7 +903,7 @@
       '" font-family="monospace" font-size="12"><text x="4" y="16">' + xml(document.title) + '</text><g transform="translate(0,24)">'];
     for (let d = 0; d < g.rows.length; d++) {
       for (const [x, w, v] of g.rows[d] || []) {
-        const label = v === 0 ? 'all' : labelOf(g, v);
+        const label = v === 0 ? 'all' : shownOf(g.V.K, g.V.key[v]);
         out.push('<g><title>' + xml(label + ' (' + fmt(g.V.total[v]) + ' samples)') + '</title><rect x="' + x.toFixed(1) +
           '" y="' + g.yOf(d) + '" width="' + Math.max(w - 0.5, 0.5).toFixed(1) + '" height="' + (ROW - 1) +
           '" fill="' + colourOf(g, v) + '"/>' + (w > 28 ? '<text x="' + (x + 3).toFixed(1) + '" y="' + (g.yOf(d) + 13) +
@@ -1102,7 +1190,7 @@
       b.appendChild(strong);
       const where = document.createElement('span');
       where.className = 'where';
-      where.textContent = (K.file[k] ? K.file[k] + (K.line[k] ? ':' + K.line[k] : '') + ' · ' : '') + fmt(self[k]) + ' samples';
+      where.textContent = (whereOf(K, k) ? whereOf(K, k) + ' · ' : '') + fmt(self[k]) + ' samples';
       b.appendChild(where);
       b.addEventListener('click', () => {
         state.hl = state.hl === K.label[k] ? '' : K.label[k];

@@ -1,4 +1,5 @@
-/* heatmap.js - the little behaviour of the heatmap pages: hiding cold lines, and permalinks
+/* heatmap.js - the little behaviour of the heatmap pages: hiding cold lines, the colour scale
+ * and theme, and permalinks
  * (#line-N) whose highlight plays on load, on navigation and again when the same link is
  * clicked twice (the hash does not change then, so no hashchange event fires). */
 'use strict';
@@ -45,6 +46,51 @@
     const open = Array.from(all).some((x) => x.getAttribute('aria-expanded') !== 'true');
     for (const btn of all) showBytecode(btn, open);
   });
+  /* The view: the colour scale (total or self samples) and the theme (the system's unless
+   * switched), kept in the query string so that the hash stays the line's permalink, and
+   * carried along every link between the pages of the heatmap. */
+  const prefersDark = () => window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
+  const q = new URLSearchParams(location.search);
+  const view = {
+    by: q.get('by') === 'self' ? 'self' : 'total',
+    theme: q.get('theme') === 'dark' || (q.get('theme') !== 'light' && prefersDark()) ? 'dark' : 'light',
+  };
+  const links = Array.from(document.querySelectorAll('a[href]'))
+    .filter((a) => /^(index|file-[0-9]+)\.html(#|$)/.test(a.getAttribute('href')))
+    .map((a) => [a, a.getAttribute('href')]);
+  function applyView() {
+    document.body.classList.toggle('by-self', view.by === 'self');
+    document.body.classList.toggle('dark', view.theme === 'dark');
+    const by = document.getElementById('colour-by');
+    if (by) by.value = view.by;
+    const theme = document.getElementById('theme');
+    if (theme) theme.textContent = view.theme === 'dark' ? 'light theme' : 'dark theme';
+    const p = new URLSearchParams();
+    if (view.by !== 'total') p.set('by', view.by);
+    if (view.theme !== (prefersDark() ? 'dark' : 'light')) p.set('theme', view.theme);
+    const search = p.toString() ? '?' + p.toString() : '';
+    for (const [a, href] of links) {
+      const i = href.indexOf('#');
+      a.setAttribute('href', i < 0 ? href + search : href.slice(0, i) + search + href.slice(i));
+    }
+    try {
+      history.replaceState(null, '', location.pathname + search + location.hash);
+    } catch (e) {
+      /* some file:// setups refuse; the view still works */
+    }
+  }
+  const byBox = document.getElementById('colour-by');
+  if (byBox) byBox.addEventListener('change', () => { view.by = byBox.value; applyView(); });
+  const themeButton = document.getElementById('theme');
+  if (themeButton) {
+    themeButton.addEventListener('click', () => { view.theme = view.theme === 'dark' ? 'light' : 'dark'; applyView(); });
+  }
+  if (window.matchMedia) {
+    window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+      if (!new URLSearchParams(location.search).get('theme')) { view.theme = prefersDark() ? 'dark' : 'light'; applyView(); }
+    });
+  }
+  applyView();
   fromHash();
   document.body.dataset.ready = '1';
 })();

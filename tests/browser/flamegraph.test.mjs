@@ -3,6 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { launch, open, render, shot, genprofile, work, waitFor, FIXTURES } from './lib.mjs';
 
 const app = join(FIXTURES, 'app.folded');
@@ -169,4 +170,38 @@ test('a large profile loads without errors, prunes narrow frames and answers a s
   console.log(`# search answered in ${Date.now() - t1} ms`);
   await shot(page, 'flamegraph-large');
   await page.close();
+});
+
+test('tooltips quote the hot frames\' source lines, escaped, and only the hottest are embedded', async () => {
+  const src = join(work, 'quoted');
+  mkdirSync(join(src, 'app'), { recursive: true });
+  const lines = ['import os', '', 'def work(x):', '    y = "</script><img src=x onerror=alert(1)>"', '    return helper(y)', '', 'def helper(y):', '\treturn y'];
+  for (let i = 9; i <= 260; i++) lines.push(`cold_${i} = ${i}`);
+  writeFileSync(join(src, 'app', 'main.py'), lines.join('\n') + '\n');
+  const stacks = ['thread:M;<module> (/build/app/main.py:1);work (/build/app/main.py:5);helper (/build/app/main.py:8) 1000'];
+  /* 250 more locations, each colder than the last: only the hottest 200 of all are quoted */
+  for (let i = 9; i <= 258; i++) stacks.push(`thread:M;<module> (/build/app/main.py:1);f${i} (/build/app/main.py:${i}) ${300 - i}`);
+  const prof = join(work, 'quoted.folded');
+  writeFileSync(prof, stacks.join('\n') + '\n');
+  const out = join(work, 'quoted.html');
+  render('flamegraph', prof, '-o', out, '--source-root', `/build=${src}`);
+  const { page, errors } = await open(ctx, out);
+  const tip = await hover(page, 'work (/build/app/main.py:5)');
+  assert.match(tip, /def work\(x\):/, 'the lines around it');
+  assert.match(tip, /→ +5 {2}    return helper\(y\)/, 'the frame\'s own line marked');
+  assert.match(tip, /<\/script><img src=x onerror=alert\(1\)>/, 'quoted as text');
+  assert.equal(await page.$$eval('#tooltip img', (x) => x.length), 0, 'never markup');
+  assert.equal(await page.$eval('#tooltip .source .current', (e) => e.textContent.trim()), '→     5      return helper(y)');
+  const quoted = await page.evaluate(() => Object.values(JSON.parse(document.getElementById('source-data').textContent)).map((f) => Object.keys(f).length));
+  assert.deepEqual(quoted, [200], 'bounded to the hottest locations');
+  assert.doesNotMatch(await hover(page, 'f258 (/build/app/main.py:258)'), /cold_258/, 'a cold frame is not quoted');
+  assert.deepEqual(errors, []);
+  await shot(page, 'flamegraph-tooltip-source');
+  await page.close();
+  const bare = join(work, 'bare.html');
+  render('flamegraph', prof, '-o', bare, '--source-root', `/build=${src}`, '--no-source');
+  const b = await open(ctx, bare);
+  assert.doesNotMatch(await hover(b.page, 'work (/build/app/main.py:5)'), /def work/, '--no-source reads none');
+  assert.deepEqual(b.errors, []);
+  await b.page.close();
 });

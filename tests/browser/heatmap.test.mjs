@@ -1,5 +1,6 @@
 // heatmap.test.mjs - the source heatmap: index grouping, navigation, callers/callees links,
-// #line-N permalinks whose highlight replays, hiding cold lines, missing sources.
+// #line-N permalinks whose highlight replays, hiding cold lines, missing sources, colour by
+// total or self, the theme.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -55,9 +56,12 @@ test('lines show self and total, counted once per sample', async () => {
   assert.deepEqual(cells, ['20', '90']);
   assert.match(await page.textContent('#line-12 td.code'), /return helper\(x\) \* 2/);
   assert.equal(await page.getAttribute('#line-30', 'class'), 'hot');
-  const heat30 = await page.$eval('#line-30', (r) => parseFloat(r.style.getPropertyValue('--heat')));
-  const heat12 = await page.$eval('#line-12', (r) => parseFloat(r.style.getPropertyValue('--heat')));
+  const heat = (id, v) => page.$eval(id, (r, v) => parseFloat(r.style.getPropertyValue(v)), v);
+  const heat30 = await heat('#line-30', '--heat-total');
+  const heat12 = await heat('#line-12', '--heat-total');
   assert.ok(heat30 > heat12 && heat30 === 1, 'log-scaled heat, hottest is 1');
+  assert.equal(await heat('#line-30', '--heat-self'), 0, 'never the leaf');
+  assert.ok(await heat('#line-12', '--heat-self') > 0);
   await shot(page, 'heatmap-file');
   await page.close();
 });
@@ -104,4 +108,44 @@ test('cold lines can be hidden; missing sources are said to be missing', async (
   assert.match(await p2.textContent('.missing'), /outside the --source-root mappings: not read/);
   assert.deepEqual(await p2.$$eval('#line-346 td.n', (t) => t.map((x) => x.textContent)), ['10', '10']);
   await p2.close();
+});
+
+test('lines colour by total or by self samples, and the choice follows the links', async () => {
+  const { page, errors } = await mainPage();
+  const alpha = (id) => page.$eval(id, (e) => Number((/rgba\([^)]*,\s*([0-9.]+)\)/.exec(getComputedStyle(e).backgroundColor) || [0, 1])[1]));
+  assert.equal(await page.inputValue('#colour-by'), 'total');
+  /* line 30 (<module>) is on the stack in 105 samples and never the leaf; line 12 in 90, leaf in 20 */
+  assert.ok(await alpha('#line-30') > await alpha('#line-12'), 'by total the caller is hotter');
+  await page.selectOption('#colour-by', 'self');
+  assert.ok(await alpha('#line-30') < await alpha('#line-12'), 'by self the leaf is hotter');
+  assert.ok(Math.abs(await alpha('#line-30') - 0.08) < 0.01, 'no self samples: the faintest tint');
+  assert.match(page.url(), /\?by=self/);
+  await page.click('header a[href^="index.html"]');
+  await waitFor(page, () => document.body.dataset.ready === '1' && location.pathname.endsWith('index.html'));
+  assert.match(page.url(), /index\.html\?by=self/, 'the index keeps the scale');
+  assert.equal(await page.inputValue('#colour-by'), 'self');
+  assert.match(await page.getAttribute('#group-own a', 'href'), /^file-[0-9]+\.html\?by=self$/);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('the theme follows the system, the switch overrides it, and links keep it', async () => {
+  const { page, errors } = await mainPage('#line-12');
+  assert.equal(await page.evaluate(() => document.body.classList.contains('dark')), false);
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await waitFor(page, () => document.body.classList.contains('dark'));
+  const bg = await page.$eval('body', (b) => getComputedStyle(b).backgroundColor);
+  assert.equal(bg, 'rgb(23, 24, 28)', 'dark background');
+  assert.equal(await page.textContent('#theme'), 'light theme');
+  assert.doesNotMatch(page.url(), /theme=/, 'the system\'s choice needs no parameter');
+  await shot(page, 'heatmap-dark');
+  await page.focus('#theme');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.body.classList.contains('dark')), false);
+  assert.match(page.url(), /\?theme=light#line-12$/, 'the permalink stays the hash');
+  await page.click('header a[href^="index.html"]');
+  await waitFor(page, () => document.body.dataset.ready === '1' && location.pathname.endsWith('index.html'));
+  assert.equal(await page.evaluate(() => document.body.classList.contains('dark')), false, 'light, though the system is dark');
+  assert.deepEqual(errors, []);
+  await page.close();
 });

@@ -90,6 +90,73 @@ test('merge by module groups frames into modules', async () => {
   await page.close();
 });
 
+test('module names relabel frames without merging them, and stay in the link', async () => {
+  const { page, errors } = await open(ctx, html);
+  const fileLabel = 'phase_a (/srv/app/main.py:20)';
+  const before = await page.evaluate((l) => window.pyagentFlame.find(l), fileLabel);
+  assert.equal(await page.isChecked('#modnames'), false);
+  await page.check('#modnames');
+  assert.match(page.url(), /mn=1/);
+  const svg = await page.evaluate(() => window.pyagentFlame.svg());
+  assert.match(svg, /phase_a \(main:20\)/, 'own code by its module');
+  assert.match(svg, /run \(threading:975\)/, 'stdlib by its dotted module');
+  assert.doesNotMatch(svg, /\/srv\/app\/main\.py/, 'no file path left in the labels');
+  const after = await page.evaluate((l) => window.pyagentFlame.find(l), fileLabel);
+  assert.deepEqual([after.x, after.w, after.total], [before.x, before.w, before.total], 'the same boxes: a label, not a merge');
+  assert.equal((await page.evaluate(() => window.pyagentFlame.state())).by, 'line');
+  await page.mouse.move(after.x + after.w / 2, after.y + after.h / 2);
+  await page.waitForSelector('#tooltip:not([hidden])');
+  assert.match(await page.textContent('#tooltip'), /main:20/);
+  assert.match(await page.textContent('#hotspots'), /main:20/);
+  await shot(page, 'flamegraph-module-names'); /* while it is the page in front */
+  const again = await open(ctx, html, '#mn=1');
+  assert.equal(await again.page.isChecked('#modnames'), true, 'kept in the URL');
+  assert.deepEqual([...errors, ...again.errors], []);
+  await again.page.close();
+  await page.close();
+});
+
+test('the sidebar resizes by dragging or arrows, collapses by button or "b", and stays so in the link', async () => {
+  const { page, errors } = await open(ctx, html);
+  const width = (sel) => page.$eval(sel, (e) => e.getBoundingClientRect().width);
+  assert.equal(await width('#sidebar'), 270);
+  const canvas0 = await width('#canvas');
+  const edge = await page.$eval('#sidebar-resize', (e) => { const r = e.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + 100 }; });
+  await page.mouse.move(edge.x, edge.y);
+  await page.mouse.down();
+  await page.mouse.move(edge.x + 50, edge.y, { steps: 3 });
+  await page.mouse.move(edge.x + 100, edge.y, { steps: 3 });
+  await page.mouse.up();
+  assert.equal(await width('#sidebar'), 370, 'dragged 100 px wider');
+  assert.equal(await width('#canvas'), canvas0 - 100, 'the graph takes what the sidebar leaves');
+  assert.match(page.url(), /sbw=370/);
+  await page.focus('#sidebar-resize');
+  await page.keyboard.press('ArrowLeft');
+  assert.equal(await width('#sidebar'), 354);
+  assert.equal(await page.getAttribute('#sidebar-resize', 'aria-valuenow'), '354');
+  await page.keyboard.press('Home');
+  assert.equal(await width('#sidebar'), 160, 'Home: the narrowest');
+  await page.$eval('#sidebar-resize', (e) => e.blur());
+  await page.keyboard.press('b');
+  assert.equal(await page.isVisible('#sidebar'), false, '"b" collapses it');
+  assert.equal(await page.isVisible('#sidebar-resize'), false);
+  assert.equal(await page.getAttribute('#sidebar-toggle', 'aria-expanded'), 'false');
+  assert.ok(await width('#canvas') > canvas0 + 200, 'the graph takes the whole width');
+  assert.match(page.url(), /sb=0/);
+  await page.focus('#sidebar-toggle');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.isVisible('#sidebar'), true, 'the button brings it back');
+  assert.equal(await width('#sidebar'), 160, 'at the width it had');
+  const again = await open(ctx, html, '#sb=0&sbw=300');
+  assert.equal(await again.page.isVisible('#sidebar'), false, 'collapsed from the link');
+  await again.page.click('#sidebar-toggle');
+  assert.equal(await again.page.$eval('#sidebar', (e) => e.getBoundingClientRect().width), 300, 'width from the link');
+  assert.deepEqual([...errors, ...again.errors], []);
+  await shot(again.page, 'flamegraph-sidebar-resized');
+  await again.page.close();
+  await page.close();
+});
+
 test('the theme follows the system and the switch overrides it', async () => {
   const page = await ctx.newPage();
   const errors = [];

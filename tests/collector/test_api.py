@@ -1,6 +1,7 @@
 """Integration: the ingest API as Grafana Pyroscope defines it, and the query endpoints,
 against a real collector. The core property: what goes in is exactly what /render returns."""
 import json
+import marshal
 import random
 import re
 import sys
@@ -120,6 +121,19 @@ class Api(unittest.TestCase):
         status, _, _ = self.c.get("/render?query=%s&from=%d&until=%d&format=bogus" %
                                   (q, T0, T0 + 10))
         self.assertEqual(status, 400)
+
+    def test_render_cpython_formats_and_no_source_read(self):
+        self.ok(self.c.ingest("cp.cpu", "thread:main;f (/etc/passwd:1);g (a.py:2) 5\n", frm=T0,
+                              until=T0 + 10))
+        base = "/render?query=cp.cpu&from=%d&until=%d&format=" % (T0, T0 + 10)
+        stats = marshal.loads(self.ok(self.c.get(base + "pstats")))
+        self.assertEqual(stats[("a.py", 2, "g")][:2], (5, 5))
+        self.assertEqual(stats[("a.py", 2, "g")][4], {("/etc/passwd", 1, "f"): 5})
+        recs = [json.loads(l) for l in self.ok(self.c.get(base + "jsonl")).splitlines()]
+        self.assertEqual((recs[0]["type"], recs[-1]["type"], recs[-1]["samples_total"]),
+                         ("meta", "end", 5))
+        html = self.ok(self.c.get(base + "html")).decode()
+        self.assertIn('id="source-data">{}<', html, "a query never reads the files it names")
 
     def test_heatmap_pages_never_read_files_uploads_name(self):
         self.ok(self.c.ingest("hm.cpu", "thread:main;peek (/etc/passwd:1) 9\n"

@@ -129,7 +129,7 @@ version)
 escaping)
     $GEN --hostile -o "$T/evil.folded"
     "$RENDER" flamegraph "$T/evil.folded" -o "$T/e.html" || fail "html"
-    [ "$(grep -o '</script' "$T/e.html" | wc -l)" = 2 ] || fail "a name closed a <script> element"
+    [ "$(grep -o '</script' "$T/e.html" | wc -l)" = 3 ] || fail "a name closed a <script> element (the page has 3: data, sources, code)"
     grep -q '<img' "$T/e.html" && fail "markup injected into the HTML"
     grep -q 'u003c/script\\u003e\\u003cimg src=x' "$T/e.html" || fail "name not kept readable in JSON"
     grep -q "Flamegraph: evil.folded" "$T/e.html" || fail "title"
@@ -141,7 +141,7 @@ escaping)
     "$RENDER" export "$T/evil.folded" -o "$T/e.json" || fail "speedscope"
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/e.json" || fail "speedscope JSON invalid"
     "$RENDER" diff "$T/evil.folded" "$T/evil.folded" -o "$T/d.html" || fail "diff"
-    [ "$(grep -o '</script' "$T/d.html" | wc -l)" = 2 ] || fail "diff: name closed a script"
+    [ "$(grep -o '</script' "$T/d.html" | wc -l)" = 3 ]  || fail "diff: name closed a script"
     "$RENDER" heatmap "$T/evil.folded" -o "$T/hm" || fail "heatmap"
     grep -rq '<img' "$T/hm" && fail "markup injected into the heatmap"
     grep -q 'evil&lt;/script&gt;.py' "$T/hm/index.html" || fail "heatmap file name not escaped readably"
@@ -183,6 +183,43 @@ EOF
     "$RENDER" export "$T/p.pb.gz" -o "$T/back.folded" || fail "pprof back"
     diff <(grep -v '^#' "$T/a.folded" | sort) <(grep -v '^#' "$T/back.folded" | sort) || fail "pprof round trip"
     grep -q 'rate=100' "$T/back.folded" || fail "pprof lost the rate"
+    ;;
+cpython_exports)
+    printf '# pyagent 1 rate=100 mode=wall\nthread:A;main (a.py:1);f (a.py:5);g (a.py:9) 30\nthread:B;main (a.py:1);f (a.py:5);f (a.py:5);h (b.py:9) @12:4-9 LOAD_ATTR 10\nthread:B;<idle> 5\nthread:C;run (é.py:2);read [libc.so.6] 3000000000\n' >"$T/a.folded"
+    "$RENDER" export "$T/a.folded" -o "$T/a.pstats" || fail "pstats"
+    "$RENDER" export "$T/a.folded" -o "$T/a.out" --format jsonl || fail "jsonl"
+    python3 - "$T/a.pstats" "$T/a.out" <<'EOF' || fail "pstats/jsonl content"
+import json, pstats, sys
+s = pstats.Stats(sys.argv[1]).stats
+total = 30 + 10 + 5 + 3000000000
+assert sum(v[0] for v in s.values()) == total, s
+assert abs(sum(v[2] for v in s.values()) - total / 100) < 1e-3
+cc, nc, tt, ct, callers = s[("a.py", 5, "f")]
+assert (cc, nc) == (0, 40) and tt == 0 and abs(ct - 0.4) < 1e-9, s[("a.py", 5, "f")]
+assert callers == {("a.py", 1, "main"): 40, ("a.py", 5, "f"): 10}, callers
+assert s[("a.py", 9, "g")][:2] == (30, 30) and abs(s[("a.py", 9, "g")][2] - 0.3) < 1e-9
+assert s[("~", 0, "<idle>")][:2] == (5, 5)
+assert s[("libc.so.6", 0, "read")][:2] == (3000000000, 3000000000)
+assert s[("libc.so.6", 0, "read")][4] == {("é.py", 2, "run"): 3000000000}
+assert not any(k[2].startswith("thread:") for k in s)
+
+recs = [json.loads(l) for l in open(sys.argv[2], encoding="utf-8")]
+types = [r["type"] for r in recs]
+assert types[0] == "meta" and types[-1] == "end", types
+assert types == sorted(types, key=["meta", "string_table", "frame_table", "agg", "end"].index)
+assert len({r["run_id"] for r in recs}) == 1 and all(r["v"] == 0 for r in recs)
+assert recs[0]["sample_interval_usec"] == 10000 and recs[0]["mode"] == "wall"
+strs = {e["str_id"]: e["value"] for r in recs if r["type"] == "string_table" for e in r["strings"]}
+frames = {f["frame_id"]: f for r in recs if r["type"] == "frame_table" for f in r["frames"]}
+agg = {e["frame_id"]: e for r in recs if r["type"] == "agg" for e in r["entries"]}
+assert all(r["samples_total"] == total for r in recs if r["type"] in ("agg", "end"))
+by = {(strs[f["path_str_id"]], f["line"], strs[f["func_str_id"]]): i for i, f in frames.items()}
+assert agg[by[("a.py", 5, "f")]]["self"] == 0 and agg[by[("a.py", 5, "f")]]["cumulative"] == 40
+h = frames[by[("b.py", 9, "h")]]
+assert (h["col"], h["end_col"]) == (4, 9) and "end_line" not in h, h
+assert "col" not in frames[by[("a.py", 9, "g")]]
+assert sum(e["self"] for e in agg.values()) == total
+EOF
     ;;
 top)
     printf 'thread:A;main (a.py:1);rec (a.py:5);rec (a.py:5);leaf (a.py:9) 6\nthread:A;main (a.py:1);other (a.py:20) 4\n' >"$T/a.folded"
