@@ -525,11 +525,6 @@ static char **tree_names(const struct tree *t, size_t *n) {
 static int select_tree(struct pa_coll_store *st,
                        const Querier__V1__SelectMergeStacktracesRequest *q, int64_t now,
                        struct tree *t, int side, pa_error *err) {
-    if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
-        pa_fail(err, "format: PROFILE_FORMAT_TREE (Pyroscope's internal tree bytes) is not "
-                     "served by pyagent-collector; use PROFILE_FORMAT_FLAMEGRAPH");
-        return 400;
-    }
     int64_t from, until;
     struct hits h;
     struct weighted *w = NULL;
@@ -683,6 +678,44 @@ static Querier__V1__FlameGraph *flamegraph_of(struct tree *t, int64_t max_nodes)
     return fg;
 }
 
+/* PROFILE_FORMAT_TREE: Pyroscope's own serialisation of a call tree (its pkg/model Tree.Bytes),
+ * depth first, each node before its children: the name's length (uvarint), the name, the
+ * node's self value (uvarint), its number of children (uvarint). The first node is a virtual
+ * root, empty name and self 0, whose children are the outermost frames; an empty tree is no
+ * bytes at all. Pyroscope keeps siblings sorted by name and walks them with a stack, so they
+ * come last name first: written in that order, the bytes are the ones it would send. */
+static void put_uvarint(pa_buf *b, uint64_t v) {
+    unsigned char out[10];
+    size_t n = 0;
+    do {
+        out[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        out[n++] |= v ? 0x80 : 0;
+    } while (v);
+    pa_buf_append(b, out, n);
+}
+
+static void tree_bytes_of(pa_buf *b, const struct tree *t, struct node *n, bool root) {
+    size_t len = 0;
+    const char *name = root ? "" : name_of(t, n->name, &len);
+    put_uvarint(b, len);
+    pa_buf_append(b, name, len);
+    put_uvarint(b, root || n->self[0] < 0 ? 0 : (uint64_t)n->self[0]);
+    put_uvarint(b, n->nkids);
+    if (n->nkids > 1)
+        qsort_r(n->kids, n->nkids, sizeof *n->kids, cmp_node, (void *)t);
+    for (size_t i = n->nkids; i-- > 0;)
+        tree_bytes_of(b, t, &n->kids[i], false);
+}
+
+static ProtobufCBinaryData tree_bytes(struct tree *t, int64_t max_nodes) {
+    limit_nodes(t, max_nodes);
+    pa_buf b = {0};
+    if (t->root.nkids)
+        tree_bytes_of(&b, t, &t->root, true);
+    return (ProtobufCBinaryData){.len = b.len, .data = (uint8_t *)b.data};
+}
+
 static ProtobufCMessage *select_merge_stacktraces(struct pa_coll_store *st,
                                                   const ProtobufCMessage *in, int64_t now,
                                                   pa_error *err, int *rc) {
@@ -691,8 +724,11 @@ static ProtobufCMessage *select_merge_stacktraces(struct pa_coll_store *st,
     *rc = select_tree(st, q, now, &t, 0, err);
     Querier__V1__SelectMergeStacktracesResponse *r =
         msg_new(&querier__v1__select_merge_stacktraces_response__descriptor);
-    if (*rc == 0)
-        r->flamegraph = flamegraph_of(&t, q->max_nodes ? q->max_nodes : 16384);
+    int64_t max_nodes = q->max_nodes ? q->max_nodes : 16384;
+    if (*rc == 0 && q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
+        r->tree = tree_bytes(&t, max_nodes);
+    else if (*rc == 0)
+        r->flamegraph = flamegraph_of(&t, max_nodes);
     node_free(&t.root);
     pa_profile_free(t.names);
     return &r->base;

@@ -14,7 +14,7 @@ import unittest
 from harness import CollectorTest, _field, collector_path, gz, parse_folded, pprof
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))
-from pyroscope import fields  # noqa: E402
+from pyroscope import fields, varint  # noqa: E402
 
 NOW = int(time.time())
 PROTO = {"Content-Type": "application/proto"}
@@ -115,6 +115,28 @@ def flame_total(fg):
         vals = [int(v) for v in level.get("values", [])]
         selfs += sum(vals[2::4])
     return int(fg.get("total", 0)), selfs
+
+
+def decode_tree(b):
+    """Pyroscope's tree bytes (pkg/model's MarshalTruncate), read from the format's definition:
+    nodes in depth-first pre-order, each its name's length (uvarint), the name, its self value
+    (uvarint) and its number of children (uvarint); the first node is a virtual root with an
+    empty name. Returns {root-first stack of names: self} and the sum of all selfs."""
+    stacks, i = {}, 0
+    todo = [()]  # the path of the parent of each node still to read, popped last first
+    while todo:
+        parent = todo.pop()
+        n, i = varint(b, i)
+        name = b[i:i + n].decode()
+        i += n
+        self_, i = varint(b, i)
+        kids, i = varint(b, i)
+        path = parent + (name,) if parent or name else ()
+        if self_:
+            stacks[";".join(path)] = stacks.get(";".join(path), 0) + self_
+        todo += [path] * kids
+    assert i == len(b), "trailing bytes"
+    return stacks
 
 
 class Push(CollectorTest):
@@ -274,6 +296,38 @@ class Querier(CollectorTest):
         req["labelSelector"] = '{service_name=~"sh.*"}'
         status, out = self.call("SelectMergeStacktraces", req)
         self.assertEqual(flame_total(out["flamegraph"])[0], 51)
+
+    def test_merge_stacktraces_tree_format(self):
+        """PROFILE_FORMAT_TREE (6 = 2) answers Pyroscope's tree bytes in field 2, with the
+        flame graph's nodes and totals."""
+        sel = '{service_name="shop",env="prod"}'
+        typ = "process_cpu:samples:count:cpu:nanoseconds"
+        base = _field(1, typ.encode()) + _field(2, sel.encode()) + _field(3, (NOW - 60) * 1000)
+        status, body = self.call("SelectMergeStacktraces", base + _field(6, 2), codec="proto")
+        self.assertEqual(status, 200, body)
+        resp = dict((f, bytes(v)) for f, w, v in fields(body))
+        self.assertNotIn(1, resp)  # the tree alone, as Pyroscope answers
+        tree = decode_tree(resp[2])
+        self.assertEqual(tree, {"thread:MainThread;app.main;app.work": 35, "thread:MainThread;app.main": 12})
+        status, body = self.call("SelectMergeStacktraces", base, codec="proto")
+        fg = dict((f, v) for f, w, v in fields(body))[1]
+        self.assertEqual(sum(tree.values()), dict((f, v) for f, w, v in fields(fg) if w == 0)[3])
+        # The JSON codec carries the same bytes in base64.
+        req = {"profileTypeID": typ, "labelSelector": sel, "start": str((NOW - 60) * 1000),
+               "format": "PROFILE_FORMAT_TREE"}
+        status, out = self.call("SelectMergeStacktraces", req)
+        self.assertEqual(status, 200, out)
+        self.assertEqual(base64.b64decode(out["tree"]), resp[2])
+        # max_nodes folds the smallest into "other", the total kept.
+        status, body = self.call("SelectMergeStacktraces", base + _field(5, 3) + _field(6, 2), codec="proto")
+        small = decode_tree(dict((f, bytes(v)) for f, w, v in fields(body))[2])
+        self.assertEqual(sum(small.values()), 47)
+        self.assertIn("thread:MainThread;app.main;other", small)
+        # Nothing selected: no bytes (Pyroscope's empty tree).
+        status, body = self.call("SelectMergeStacktraces", _field(1, typ.encode()) +
+                                 _field(2, b'{service_name="none"}') + _field(6, 2), codec="proto")
+        self.assertEqual(status, 200)
+        self.assertEqual(dict((f, bytes(v)) for f, w, v in fields(body)).get(2, b""), b"")
 
     def test_binary_codec_equals_json(self):
         sel = '{service_name="shop",env="prod"}'
