@@ -66,13 +66,15 @@ static int split_name(char *buf, char **app, char **body, pa_error *err) {
     return 0;
 }
 
-static int check_key(const char *k, pa_error *err) {
+/* A label name: Pyroscope's characters; a digit first too when digit_first (a name's syntax
+ * allows it, its validation then refuses it with a status of its path: see ingest.c). */
+static int check_key(const char *k, bool digit_first, pa_error *err) {
     size_t n = strlen(k);
     if (n == 0)
         return fail(err, "labels: a label name is empty");
     if (n > PA_COLL_MAX_KEY_LEN)
         return fail(err, "labels: a label name is longer than %d bytes", PA_COLL_MAX_KEY_LEN);
-    if (k[0] >= '0' && k[0] <= '9') /* Pyroscope: [A-Za-z_][A-Za-z0-9_]* once '.' is '_' */
+    if (!digit_first && k[0] >= '0' && k[0] <= '9')
         return fail(err, "labels: label name '%.64s' starts with a digit", k);
     for (size_t i = 0; i < n; i++)
         if (!pa_series_label_char(k[i]))
@@ -129,7 +131,7 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *e
         trim_end(p, eq);
         char *v = skip_space(eq + 1);
         trim_end(v, v + strlen(v));
-        if ((rc = check_key(p, err)) || (rc = check_value(p, v, err)))
+        if ((rc = check_key(p, true, err)) || (rc = check_value(p, v, err)))
             return rc;
         s->labels[s->nlabels++] = (struct pa_coll_label){p, v};
         if (comma == NULL)
@@ -228,7 +230,7 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_e
             return fail(err, "query: expected =, !=, =~ or !~ after label name '%.*s'",
                         (int)(kend - k > 64 ? 64 : kend - k), k);
         *kend = '\0';
-        if ((rc = check_key(k, err)))
+        if ((rc = check_key(k, false, err)))
             return rc;
         char *v;
         p = read_value(skip_space(p), &v);
