@@ -99,14 +99,6 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
             nk++; /* counted for duplicates, but Pyroscope's own: not a label of the series */
             continue;
         }
-        for (const char *v = labels[i].value; *v; v++)
-            if (!pa_series_value_char(*v)) {
-                pa_fail(err,
-                        "the value of label '%.64s' holds one of , { } = \" or a control "
-                        "character, which pyagent-collector's series names cannot hold",
-                        names[nk]);
-                return 400;
-            }
         kept[nk] = (struct pa_coll_pair){names[nk], labels[i].value};
         nk++;
     }
@@ -130,8 +122,10 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
     if (type && *type)
         pa_buf_printf(out, ".%s", strcmp(type, "process_cpu") == 0 ? "cpu" : type);
     pa_buf_puts(out, "{");
-    for (size_t i = 0; i < ns; i++)
-        pa_buf_printf(out, "%s%s=%s", i ? "," : "", sorted[i].name, sorted[i].value);
+    for (size_t i = 0; i < ns; i++) {
+        pa_buf_printf(out, "%s%s=", i ? "," : "", sorted[i].name);
+        pa_series_put_value(out, sorted[i].value); /* quoted where it must be (series.c) */
+    }
     pa_buf_puts(out, "}");
     return 0;
 }

@@ -4,12 +4,15 @@ field numbers (not by the code under test). What goes in by any protocol comes o
 and of the querier with the same totals; what Pyroscope refuses is refused with its answer
 (Connect's invalid_argument, HTTP 400); both Connect codecs (binary, JSON) give the same."""
 import base64
+import html
 import json
 import os
+import re
 import struct
 import sys
 import time
 import unittest
+import urllib.parse
 
 from harness import CollectorTest, _field, collector_path, gz, parse_folded, pprof
 
@@ -371,6 +374,70 @@ class Querier(CollectorTest):
         self.assertEqual(json.loads(body)["code"], "invalid_argument")
         status, _, _ = self.c.request("GET", "/querier.v1.QuerierService/ProfileTypes")
         self.assertEqual(status, 405)
+
+
+def quoted(v):
+    """A selector's double-quoted value: \\ \" \n \r \t escaped."""
+    return '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") \
+        .replace("\r", "\\r").replace("\t", "\\t")
+
+
+class AnyLabelValue(CollectorTest):
+    """A label value holds anything Pyroscope stores (, { } = " \\, newlines, spaces at either
+    end) and comes back exactly from every answer: the querier's LabelValues, Series,
+    SelectMergeStacktraces and SelectSeries, /render, /api/apps and the index's links."""
+    V = ' a,b {c} = "d" \\e\nf\tg '
+    STACKS = {"thread:MainThread;app.main (app.py:3)": 42}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        labels = [("__name__", "process_cpu"), ("service_name", "quoted"), ("env", cls.V), ("plain", "p")]
+        status, body, _ = cls.c.request("POST", "/push.v1.PusherService/Push",
+                                        push_request([(labels, [timed_pprof(cls.STACKS)])]), PROTO)
+        assert status == 200, body
+
+    def call(self, method, req):
+        status, body, _ = self.c.request("POST", "/querier.v1.QuerierService/" + method,
+                                         json.dumps(req).encode(), JSON)
+        self.assertEqual(status, 200, body)
+        return json.loads(body)
+
+    def test_querier(self):
+        out = self.call("LabelValues", {"name": "env", "matchers": ['{service_name="quoted"}']})
+        self.assertEqual(out["names"], [self.V])
+        out = self.call("Series", {"matchers": ['{service_name="quoted"}'], "labelNames": ["env", "plain"]})
+        self.assertEqual(out["labelsSet"], [{"labels": [{"name": "env", "value": self.V},
+                                                        {"name": "plain", "value": "p"}]}])
+        req = {"profileTypeID": "process_cpu:samples:count:cpu:nanoseconds",
+               "labelSelector": '{service_name="quoted",env=%s}' % quoted(self.V),
+               "start": str((NOW - 60) * 1000), "end": str((NOW + 60) * 1000)}
+        self.assertEqual(flame_total(self.call("SelectMergeStacktraces", req)["flamegraph"])[0], 42)
+        req["labelSelector"] = '{service_name="quoted",env=~".*\\\\e\nf.*"}'
+        self.assertEqual(flame_total(self.call("SelectMergeStacktraces", req)["flamegraph"])[0], 42)
+        req["labelSelector"] = '{service_name="quoted",env=" a,b"}'
+        self.assertEqual(self.call("SelectMergeStacktraces", req)["flamegraph"].get("total", "0"), "0")
+        req["labelSelector"] = '{service_name="quoted"}'
+        out = self.call("SelectSeries", dict(req, step=60, groupBy=["env"]))
+        self.assertEqual([s["labels"] for s in out["series"]], [[{"name": "env", "value": self.V}]])
+
+    def test_render_and_pages(self):
+        sel = "quoted.cpu{env=%s}" % quoted(self.V)
+        status, body, _ = self.c.get("/render?" + urllib.parse.urlencode(
+            {"query": sel, "from": NOW - 60, "until": NOW + 60, "format": "folded"}))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(sum(parse_folded(body).values()), 42)
+        apps = json.loads(self.c.get("/api/apps")[1])["apps"]
+        envs = [s["labels"].get("env") for a in apps if a["name"] == "quoted.cpu" for s in a["series"]]
+        self.assertEqual(envs, [self.V])
+        page = self.c.get("/?app=quoted.cpu&from=%d&until=%d" % (NOW - 60, NOW + 60))[1].decode()
+        self.assertNotIn('"d"', page)  # the value's quotes are escaped in the page
+        links = [html.unescape(h) for h in re.findall(r'href="(/render\?[^"]*format=folded[^"]*)"', page)]
+        self.assertTrue(links, page)
+        for link in links:
+            status, body, _ = self.c.get(link)
+            self.assertEqual(status, 200, link)
+            self.assertEqual(sum(parse_folded(body).values()), 42, link)
 
 
 if __name__ == "__main__":
