@@ -158,11 +158,19 @@ static int check_window(const struct pa_coll_ingest_request *rq,
     else
         snprintf(window, sizeof window, "the ingestion window ends at %s",
                  go_time(to, sizeof to, end));
-    return fail(status, err,
-                "profile with labels '{service_name=\"%s\"%s%s}' is outside of ingestion window "
-                "(profile timestamp: %s, %s)",
-                res->series.app, *res->labels ? ", " : "", res->labels,
-                go_time(when, sizeof when, t_ms), window);
+    /* The labels as Pyroscope prints them: {service_name="APP", k="v", ...}. */
+    pa_buf ls = {0};
+    pa_buf_puts(&ls, "{service_name=");
+    pa_series_put_quoted(&ls, res->series.app);
+    for (size_t i = 0; i < res->series.nlabels; i++) {
+        pa_buf_printf(&ls, ", %s=", res->series.labels[i].key);
+        pa_series_put_quoted(&ls, res->series.labels[i].value);
+    }
+    fail(status, err,
+         "profile with labels '%s}' is outside of ingestion window (profile timestamp: %s, %s)",
+         ls.data, go_time(when, sizeof when, t_ms), window);
+    pa_buf_free(&ls);
+    return status;
 }
 
 /* Pyroscope's folded parser (pkg/og/convert/parser.go) reads each line's text after its last
