@@ -23,25 +23,14 @@ static void html(pa_buf *b, const char *s) {
 static void selector_of(pa_buf *b, const char *app, const char *labels) {
     pa_buf_puts(b, app);
     pa_buf_puts(b, "{");
-    const char *p = labels;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma ? comma : p + strlen(p);
-        const char *eq = memchr(p, '=', (size_t)(end - p));
-        if (eq) {
-            if (p != labels)
-                pa_buf_puts(b, ",");
-            pa_buf_append(b, p, (size_t)(eq - p));
-            pa_buf_puts(b, "=\"");
-            for (const char *c = eq + 1; c < end; c++) {
-                if (*c == '\\' || *c == '"')
-                    pa_buf_puts(b, "\\");
-                pa_buf_append(b, c, 1);
-            }
-            pa_buf_puts(b, "\"");
-        }
-        p = comma ? comma + 1 : end;
+    char *text = strdup(labels), *p = text, *k, *v;
+    if (!text)
+        abort();
+    for (int i = 0; pa_series_split(&p, &k, &v) == 1; i++) {
+        pa_buf_printf(b, "%s%s=", i ? "," : "", k);
+        pa_series_put_quoted(b, v);
     }
+    free(text);
     pa_buf_puts(b, "}");
 }
 

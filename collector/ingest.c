@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "body.h"
 #include "profile.h"
@@ -79,8 +80,153 @@ static int unwrap(const struct pa_coll_ingest_request *rq, struct pa_coll_share 
     return 0;
 }
 
+void pa_coll_pprof_times(const uint8_t *p, size_t n, uint64_t *time_ns, uint64_t *dur_ns,
+                         uint64_t *period) {
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag = 0, v = 0;
+        for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
+            tag |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80))
+                break;
+        }
+        unsigned wire = (unsigned)(tag & 7);
+        if (wire == 0) {
+            for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80))
+                    break;
+            }
+            if ((tag >> 3) == 9)
+                *time_ns = v;
+            else if ((tag >> 3) == 10)
+                *dur_ns = v;
+            else if ((tag >> 3) == 12)
+                *period = v;
+        } else if (wire == 2) {
+            for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80))
+                    break;
+            }
+            if (v > n - i)
+                return;
+            i += (size_t)v;
+        } else if (wire == 1 || wire == 5) {
+            i += wire == 1 ? 8 : 4;
+        } else {
+            return;
+        }
+    }
+}
+
+/* Go's time.Time.String() of t_ms in UTC, as Pyroscope's messages print times:
+ * "2006-01-02 15:04:05.123 +0000 UTC", the fraction without trailing zeros. */
+static const char *go_time(char *buf, size_t n, int64_t t_ms) {
+    time_t t = (time_t)(t_ms >= 0 ? t_ms / 1000 : (t_ms - 999) / 1000);
+    int ms = (int)(t_ms - (int64_t)t * 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t k = strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+    int digits = 3;
+    for (; ms && ms % 10 == 0; ms /= 10)
+        digits--;
+    if (ms)
+        k += (size_t)snprintf(buf + k, n - k, ".%0*d", digits, ms);
+    snprintf(buf + k, n - k, " +0000 UTC");
+    return buf;
+}
+
+/* Pyroscope's ingestion window (reject_older_than, reject_newer_than; pkg/validation): the
+ * profile's time, in milliseconds, strictly inside (now - older, now + newer). */
+static int check_window(const struct pa_coll_ingest_request *rq,
+                        const struct pa_coll_ingest_result *res, int64_t t_ms, int status,
+                        pa_error *err) {
+    const struct pa_coll_ingest_rules *r = &rq->rules;
+    int64_t now_ms = rq->now * 1000;
+    int64_t start = r->reject_older_than ? now_ms - r->reject_older_than * 1000 : 0;
+    int64_t end = r->reject_newer_than ? now_ms + r->reject_newer_than * 1000 : 0;
+    if ((!start || t_ms > start) && (!end || t_ms < end))
+        return 0;
+    char when[64], from[64], to[64], window[160];
+    if (start && end)
+        snprintf(window, sizeof window, "the ingestion window starts at %s and ends at %s",
+                 go_time(from, sizeof from, start), go_time(to, sizeof to, end));
+    else if (start)
+        snprintf(window, sizeof window, "the ingestion window starts at %s",
+                 go_time(from, sizeof from, start));
+    else
+        snprintf(window, sizeof window, "the ingestion window ends at %s",
+                 go_time(to, sizeof to, end));
+    /* The labels as Pyroscope prints them: {service_name="APP", k="v", ...}. */
+    pa_buf ls = {0};
+    pa_buf_puts(&ls, "{service_name=");
+    pa_series_put_quoted(&ls, res->series.app);
+    for (size_t i = 0; i < res->series.nlabels; i++) {
+        pa_buf_printf(&ls, ", %s=", res->series.labels[i].key);
+        pa_series_put_quoted(&ls, res->series.labels[i].value);
+    }
+    fail(status, err,
+         "profile with labels '%s}' is outside of ingestion window (profile timestamp: %s, %s)",
+         ls.data, go_time(when, sizeof when, t_ms), window);
+    pa_buf_free(&ls);
+    return status;
+}
+
+/* Pyroscope's folded parser (pkg/og/convert/parser.go) reads each line's text after its last
+ * space as an integer count and skips a line without a space: a pyagent "#" header, Austin's
+ * metadata or a "#t" timeline line is refused as its Atoi is. */
+static int check_flamegraph_lines(const uint8_t *data, size_t len, pa_error *err) {
+    for (size_t i = 0; i < len;) {
+        const uint8_t *nl = memchr(data + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - data) : len, e = end;
+        if (e > i && data[e - 1] == '\r')
+            e--;
+        size_t sp = e;
+        while (sp > i && data[sp - 1] != ' ')
+            sp--;
+        if (sp > i) {
+            size_t k = sp;
+            if (k < e && (data[k] == '+' || data[k] == '-'))
+                k++;
+            size_t digits = k;
+            while (k < e && data[k] >= '0' && data[k] <= '9')
+                k++;
+            if (k == digits || k != e)
+                return fail(422, err,
+                            "folded: strconv.Atoi: parsing \"%.*s\": invalid syntax (Grafana "
+                            "Pyroscope's folded format is flamegraph.pl's 'frame;frame COUNT' "
+                            "lines only; the collector's --folded-dialects takes the others)",
+                            (int)(e - sp > 64 ? 64 : e - sp), (const char *)data + sp);
+        }
+        i = end + 1;
+    }
+    return 0;
+}
+
+/* The profile type of a strict folded upload, from its name's suffix as Pyroscope reads it:
+ * none or cpu and itimer (process_cpu), wall; anything else is refused. "APP.itimer" is stored
+ * as "APP.cpu" (*typed, malloc'ed). */
+static int folded_type(const char *app, char **typed, pa_error *err) {
+    const char *dot = strrchr(app, '.');
+    if (dot == NULL || strcmp(dot, ".cpu") == 0 || strcmp(dot, ".wall") == 0)
+        return 0;
+    if (strcmp(dot, ".itimer") == 0) {
+        size_t n = (size_t)(dot - app) + 5;
+        if ((*typed = malloc(n)) == NULL)
+            return fail(500, err, "out of memory");
+        snprintf(*typed, n, "%.*s.cpu", (int)(dot - app), app);
+        return 0;
+    }
+    return fail(400, err,
+                "name: unknown profile type: %.32s (Grafana Pyroscope's folded path knows cpu, "
+                "itimer and wall; send pprof, or run the collector with --folded-dialects)",
+                dot + 1);
+}
+
 static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t limit,
-                        struct pa_coll_share *share, uint64_t *stacks, pa_error *err) {
+                        struct pa_coll_share *share, uint64_t *stacks, uint64_t *time_ns,
+                        pa_error *err) {
     uint8_t *plain = NULL;
     if (pa_coll_is_gzip(data, len)) {
         int rc = pa_coll_gunzip(data, len, limit, share, &plain, &len, err);
@@ -88,6 +234,8 @@ static int decode_pprof(pa_profile *p, const uint8_t *data, size_t len, size_t l
             return rc;
         data = plain;
     }
+    uint64_t dur = 0, period = 0;
+    pa_coll_pprof_times(data, len, time_ns, &dur, &period);
     pa_parse_stats stats;
     pa_error perr = {{0}};
     memset(&stats, 0, sizeof stats);
@@ -123,7 +271,7 @@ static char *typed_app(const char *app, const char *mode) {
     return out;
 }
 
-static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dropped,
+static int decode_folded(pa_profile *p, uint8_t *data, size_t len, bool strict, uint64_t *dropped,
                          uint64_t *stacks, pa_error *err) {
     if (pa_coll_is_gzip(data, len))
         return fail(422, err,
@@ -136,6 +284,9 @@ static int decode_folded(pa_profile *p, uint8_t *data, size_t len, uint64_t *dro
         blank = data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t';
     if (blank)
         return 0; /* an idle interval: nothing sampled is a valid profile */
+    int rc = strict ? check_flamegraph_lines(data, len, err) : 0;
+    if (rc)
+        return rc;
     pa_parse_stats stats;
     pa_error perr = {{0}};
     memset(&stats, 0, sizeof stats);
@@ -173,6 +324,12 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
     bool pprof;
     if ((rc = format_of(rq->format, &pprof, err)))
         return rc;
+    /* Pyroscope's label validation ([A-Za-z_][A-Za-z0-9_]* once '.' is '_'), 422 on its pprof
+     * path and 400 on its folded one. */
+    for (size_t i = 0; i < res->series.nlabels; i++)
+        if (res->series.labels[i].key[0] >= '0' && res->series.labels[i].key[0] <= '9')
+            return fail(pprof ? 422 : 400, err, "labels: label name '%.64s' starts with a digit",
+                        res->series.labels[i].key);
 
     const uint8_t *data;
     size_t len;
@@ -184,8 +341,10 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
         return rc;
     }
     pa_profile *p = pa_profile_new();
+    uint64_t time_nanos = 0;
     if (pprof) {
-        rc = decode_pprof(p, data, len, rq->max_decompressed, &share, &res->stacks, err);
+        rc = decode_pprof(p, data, len, rq->max_decompressed, &share, &res->stacks, &time_nanos,
+                          err);
     } else {
         /* Dropping long lines edits the text, so it needs a writable copy. */
         uint8_t *copy = owned ? owned : malloc(len ? len : 1);
@@ -195,11 +354,23 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
             if (copy != data)
                 memmove(copy, data, len); /* data may point into owned (multipart) */
             owned = copy;
-            rc = decode_folded(p, copy, len, &res->dropped_lines, &res->stacks, err);
+            rc = decode_folded(p, copy, len, rq->rules.folded_strict, &res->dropped_lines,
+                               &res->stacks, err);
         }
     }
     free(owned);
     pa_coll_share_release(&share);
+    if (rc == 0 && !pprof && rq->rules.folded_strict)
+        rc = folded_type(res->series.app, &res->typed_app, err);
+    if (rc == 0) {
+        /* The profile's own time: the caller's, else pprof's time_nanos (unless in 1970, a
+         * duration mistaken for a time), else from, as Pyroscope's ingest path reads it. */
+        int64_t t_ns = rq->time_ns;
+        if (t_ns == 0 && pprof && time_nanos >= 365 * 86400 * INT64_C(1000000000))
+            t_ns = (int64_t)time_nanos;
+        int64_t t_ms = t_ns ? t_ns / 1000000 : res->from * 1000;
+        rc = check_window(rq, res, t_ms, pprof ? 422 : 400, err);
+    }
     if (rc == 0 && pprof &&
         (res->typed_app = typed_app(res->series.app, pa_profile_meta(p, "mode"))) &&
         !pa_coll_valid_app(res->typed_app))

@@ -4,6 +4,7 @@
 #ifndef PA_COLL_INGEST_H
 #define PA_COLL_INGEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,6 +12,15 @@
 #include "profile.h"
 #include "name.h"
 #include "store.h"
+
+/* What an upload must meet beyond being well formed, set by the collector's options. Zeroed:
+ * no time window and every folded dialect the profile library reads. */
+struct pa_coll_ingest_rules {
+    int64_t reject_older_than; /* seconds: a profile not after now - this is refused; 0: none */
+    int64_t reject_newer_than; /* seconds: a profile not before now + this is refused; 0: none */
+    bool folded_strict;        /* Pyroscope's folded path: flamegraph.pl lines only, the type
+                                  from the name's suffix (cpu, itimer, wall or none) */
+};
 
 struct pa_coll_ingest_request {
     const char *name, *from, *until, *sample_rate, *spy_name, *format;
@@ -20,6 +30,9 @@ struct pa_coll_ingest_request {
     size_t max_decompressed;       /* bound on any gunzip output */
     struct pa_coll_budget *budget; /* decompression memory shared with other requests, or NULL */
     int64_t now;
+    int64_t time_ns; /* the profile's own time when the caller read it (0: pprof's time_nanos,
+                        else from) */
+    struct pa_coll_ingest_rules rules;
 };
 
 struct pa_coll_ingest_result {
@@ -41,6 +54,11 @@ void pa_coll_ingest_result_free(struct pa_coll_ingest_result *res);
 struct pa_coll_upload pa_coll_upload_of(const struct pa_coll_ingest_result *res,
                                         const char *spy_name);
 
+/* The top-level time_nanos (9), duration_nanos (10) and period (12) of a plain pprof, read
+ * without decoding the rest (each left as it was when absent); a malformed profile is left for
+ * the full decoder to refuse. */
+void pa_coll_pprof_times(const uint8_t *p, size_t n, uint64_t *time_ns, uint64_t *dur_ns,
+                         uint64_t *period);
 /* The stored form of a profile (uploads and rollups alike): gzip'd pprof. 0 or -1. */
 int pa_coll_profile_blob(const pa_profile *p, uint8_t **out, size_t *len);
 

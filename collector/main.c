@@ -70,6 +70,9 @@ int main(int argc, char **argv) {
         .max_decompressed = o.max_decompressed,
         .max_decompressed_total = o.max_decompressed_total,
         .token = o.token,
+        .rules = {.reject_older_than = o.reject_older_than,
+                  .reject_newer_than = o.reject_newer_than,
+                  .folded_strict = !o.folded_dialects},
         .store = st,
     };
     unsigned port;

@@ -1,6 +1,6 @@
 /* name.c: parsing series names and selectors, the one parser of the grammar
- * APP{k=v,...} / APP{k="v",k2=~"re",...} in the tree. The characters each piece may hold are
- * Pyroscope's rules, kept beside the uploader's use of them in profile/series.c. */
+ * APP{k=v,k2="v,2",...} / APP{k="v",k2=~"re",...} in the tree. The characters each piece may
+ * hold, and how a value is quoted, are in profile/series.c beside the uploader's use of them. */
 #include "name.h"
 
 #include <stdarg.h>
@@ -66,13 +66,15 @@ static int split_name(char *buf, char **app, char **body, pa_error *err) {
     return 0;
 }
 
-static int check_key(const char *k, pa_error *err) {
+/* A label name: Pyroscope's characters; a digit first too when digit_first (a name's syntax
+ * allows it, its validation then refuses it with a status of its path: see ingest.c). */
+static int check_key(const char *k, bool digit_first, pa_error *err) {
     size_t n = strlen(k);
     if (n == 0)
         return fail(err, "labels: a label name is empty");
     if (n > PA_COLL_MAX_KEY_LEN)
         return fail(err, "labels: a label name is longer than %d bytes", PA_COLL_MAX_KEY_LEN);
-    if (k[0] >= '0' && k[0] <= '9') /* Pyroscope: [A-Za-z_][A-Za-z0-9_]* once '.' is '_' */
+    if (!digit_first && k[0] >= '0' && k[0] <= '9')
         return fail(err, "labels: label name '%.64s' starts with a digit", k);
     for (size_t i = 0; i < n; i++)
         if (!pa_series_label_char(k[i]))
@@ -83,17 +85,11 @@ static int check_key(const char *k, pa_error *err) {
     return 0;
 }
 
+/* Any value is stored (quoted where it must be, series.c), as Pyroscope stores any. */
 static int check_value(const char *k, const char *v, pa_error *err) {
-    size_t n = strlen(v);
-    if (n > PA_COLL_MAX_VALUE_LEN)
+    if (strlen(v) > PA_COLL_MAX_VALUE_LEN)
         return fail(err, "labels: the value of '%.64s' is longer than %d bytes", k,
                     PA_COLL_MAX_VALUE_LEN);
-    for (size_t i = 0; i < n; i++)
-        if (!pa_series_value_char(v[i]))
-            return fail(err,
-                        "labels: character 0x%02x is not allowed in the value of "
-                        "'%.64s'",
-                        (unsigned char)v[i], k);
     return 0;
 }
 
@@ -115,29 +111,19 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *e
     s->app = app;
     if (body == NULL)
         return 0;
-    char *p = skip_space(body);
-    while (*p) {
+    /* A trailing comma ("{a=b,}") is tolerated: agents that build the set in a loop commonly
+     * emit one. */
+    char *p = body, *k = NULL, *v = NULL;
+    while ((rc = pa_series_split(&p, &k, &v)) == 1) {
         if (s->nlabels == PA_COLL_MAX_LABELS)
             return fail(err, "labels: more than %d labels", PA_COLL_MAX_LABELS);
-        char *comma = strchr(p, ',');
-        if (comma)
-            *comma = '\0';
-        char *eq = strchr(p, '=');
-        if (eq == NULL)
-            return fail(err, "labels: '%.64s' is not of the form key=value", p);
-        *eq = '\0';
-        trim_end(p, eq);
-        char *v = skip_space(eq + 1);
-        trim_end(v, v + strlen(v));
-        if ((rc = check_key(p, err)) || (rc = check_value(p, v, err)))
+        if ((rc = check_key(k, true, err)) || (rc = check_value(k, v, err)))
             return rc;
-        s->labels[s->nlabels++] = (struct pa_coll_label){p, v};
-        if (comma == NULL)
-            break;
-        p = skip_space(comma + 1);
-        /* A trailing comma ("{a=b,}") is tolerated: agents that build the set in a loop
-         * commonly emit one. */
+        s->labels[s->nlabels++] = (struct pa_coll_label){k, v};
     }
+    if (rc < 0)
+        return fail(err, "labels: '%.64s' is not of the form key=value or key=\"quoted value\"",
+                    k ? k : body);
     qsort(s->labels, s->nlabels, sizeof s->labels[0], cmp_label);
     for (size_t i = 1; i < s->nlabels; i++)
         if (strcmp(s->labels[i].key, s->labels[i - 1].key) == 0)
@@ -146,16 +132,13 @@ int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *e
 }
 
 char *pa_coll_series_labels(const struct pa_coll_series *s) {
-    size_t n = 1;
-    for (size_t i = 0; i < s->nlabels; i++)
-        n += strlen(s->labels[i].key) + strlen(s->labels[i].value) + 2;
-    char *out = malloc(n), *p = out;
-    if (out == NULL)
-        return NULL;
-    *p = '\0';
-    for (size_t i = 0; i < s->nlabels; i++)
-        p += sprintf(p, "%s%s=%s", i ? "," : "", s->labels[i].key, s->labels[i].value);
-    return out;
+    pa_buf b = {0};
+    pa_buf_puts(&b, "");
+    for (size_t i = 0; i < s->nlabels; i++) {
+        pa_buf_printf(&b, "%s%s=", i ? "," : "", s->labels[i].key);
+        pa_series_put_value(&b, s->labels[i].value);
+    }
+    return b.data;
 }
 
 void pa_coll_series_free(struct pa_coll_series *s) {
@@ -163,8 +146,8 @@ void pa_coll_series_free(struct pa_coll_series *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Reads one selector value at p: bare up to ',' or the end, or "quoted" with \" and \\
- * escapes (decoded in place). Returns the position after it, or NULL if a quote is open. */
+/* Reads one selector value at p: bare up to ',' or the end, or "quoted" (series.c's escapes,
+ * decoded in place). Returns the position after it, or NULL if a quote is open. */
 static char *read_value(char *p, char **value) {
     if (*p != '"') {
         char *comma = strchr(p, ',');
@@ -178,17 +161,9 @@ static char *read_value(char *p, char **value) {
         trim_end(p, end);
         return end;
     }
-    char *w = ++p;
-    *value = w;
-    for (; *p && *p != '"'; p++) {
-        if (*p == '\\' && p[1])
-            p++;
-        *w++ = *p;
-    }
-    if (*p != '"')
+    if ((p = pa_series_unquote(p, value)) == NULL)
         return NULL;
-    p = skip_space(p + 1);
-    *w = '\0';
+    p = skip_space(p);
     if (*p == ',')
         return p + 1;
     return *p == '\0' ? p : NULL;
@@ -228,7 +203,7 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_e
             return fail(err, "query: expected =, !=, =~ or !~ after label name '%.*s'",
                         (int)(kend - k > 64 ? 64 : kend - k), k);
         *kend = '\0';
-        if ((rc = check_key(k, err)))
+        if ((rc = check_key(k, false, err)))
             return rc;
         char *v;
         p = read_value(skip_space(p), &v);
@@ -254,32 +229,26 @@ int pa_coll_selector_parse(struct pa_coll_selector *sel, const char *query, pa_e
     return 0;
 }
 
-/* Finds key in a canonical label string; copies its value into buf. */
-static const char *lookup(const char *labels, const char *key, char *buf, size_t buflen) {
-    size_t klen = strlen(key);
-    const char *p = labels;
-    while (p && *p) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma ? comma : p + strlen(p);
-        if ((size_t)(end - p) > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
-            size_t vlen = (size_t)(end - p) - klen - 1;
-            if (vlen >= buflen)
-                vlen = buflen - 1;
-            memcpy(buf, p + klen + 1, vlen);
-            buf[vlen] = '\0';
-            return buf;
-        }
-        p = comma ? comma + 1 : NULL;
-    }
-    buf[0] = '\0';
-    return buf;
-}
-
 bool pa_coll_selector_matches(const struct pa_coll_selector *sel, const char *labels) {
-    char value[PA_COLL_MAX_VALUE_LEN + 1];
-    for (size_t i = 0; i < sel->nmatchers; i++) {
+    if (sel->nmatchers == 0)
+        return true;
+    /* The label text split once into pairs (decoded in place in a copy). */
+    char *text = strdup(labels), *p = text, *keys[PA_COLL_MAX_LABELS * 2],
+         *vals[PA_COLL_MAX_LABELS * 2];
+    if (text == NULL)
+        abort();
+    size_t n = 0;
+    while (n < sizeof keys / sizeof keys[0] && pa_series_split(&p, &keys[n], &vals[n]) == 1)
+        n++;
+    bool all = true;
+    for (size_t i = 0; all && i < sel->nmatchers; i++) {
         const struct pa_coll_matcher *m = &sel->m[i];
-        lookup(labels, m->key, value, sizeof value);
+        const char *value = ""; /* a missing label reads as "" */
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(keys[k], m->key) == 0) {
+                value = vals[k];
+                break;
+            }
         bool ok;
         switch (m->op) {
         case PA_MATCH_EQ:
@@ -295,10 +264,10 @@ bool pa_coll_selector_matches(const struct pa_coll_selector *sel, const char *la
             ok = regexec(&m->re, value, 0, NULL, 0) != 0;
             break;
         }
-        if (!ok)
-            return false;
+        all = ok;
     }
-    return true;
+    free(text);
+    return all;
 }
 
 void pa_coll_selector_free(struct pa_coll_selector *sel) {

@@ -30,7 +30,8 @@ struct pa_coll_series {
     struct pa_coll_label labels[PA_COLL_MAX_LABELS]; /* sorted by key */
 };
 
-/* Parses an ingest name. Returns 0, or 400 with a one-line reason in err. */
+/* Parses an ingest name. Returns 0, or 400 with a one-line reason in err. A label name may
+ * start with a digit here, as in Pyroscope's name syntax; its validation refuses it later. */
 int pa_coll_series_parse(struct pa_coll_series *s, const char *name, pa_error *err);
 /* The canonical label string "k=v,k2=v2" (empty when there are no labels); malloc'ed. */
 char *pa_coll_series_labels(const struct pa_coll_series *s);

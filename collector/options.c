@@ -39,6 +39,15 @@ const char pa_coll_usage[] =
     "  --shutdown-grace DURATION  how long SIGTERM waits for requests in flight (default 10s)\n"
     "  --source-root OLD=NEW    heatmaps read a source file under OLD from under NEW; without\n"
     "                           it no source file is ever read\n"
+    "  --reject-older-than DURATION  refuse a profile taken this long ago or earlier, as\n"
+    "                           Grafana Pyroscope does (default 1h, its reject_older_than;\n"
+    "                           0 keeps every profile, however old)\n"
+    "  --reject-newer-than DURATION  refuse a profile this far in the future or further\n"
+    "                           (default 10m, Pyroscope's reject_newer_than; 0: none)\n"
+    "  --folded-dialects        /ingest folded text in any dialect pyagent reads (its '#'\n"
+    "                           header and timeline, Austin's, py-spy's), a name's unknown\n"
+    "                           type suffix a cpu series; without it, Pyroscope's rules:\n"
+    "                           flamegraph.pl lines only (422), types cpu, itimer, wall (400)\n"
     "  --help, --version\n"
     "Environment: PYAGENT_COLLECTOR_TOKEN is used when neither --token nor --token-file is "
     "given.\n";
@@ -93,6 +102,9 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_e
         O_SYNC,
         O_GRACE,
         O_SOURCE_ROOT,
+        O_REJECT_OLDER,
+        O_REJECT_NEWER,
+        O_FOLDED_DIALECTS,
         O_HELP,
         O_VERSION
     };
@@ -118,6 +130,9 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_e
         {"sync", required_argument, NULL, O_SYNC},
         {"shutdown-grace", required_argument, NULL, O_GRACE},
         {"source-root", required_argument, NULL, O_SOURCE_ROOT},
+        {"reject-older-than", required_argument, NULL, O_REJECT_OLDER},
+        {"reject-newer-than", required_argument, NULL, O_REJECT_NEWER},
+        {"folded-dialects", no_argument, NULL, O_FOLDED_DIALECTS},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -138,6 +153,8 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_e
     o->body_timeout_ms = 60000;
     o->sync = PA_SYNC_FULL;
     o->grace_ms = 10000;
+    o->reject_older_than = 3600; /* Grafana Pyroscope's defaults (pkg/validation/limits.go) */
+    o->reject_newer_than = 600;
     opterr = 0;
     optind = 1;
     int c;
@@ -259,6 +276,17 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_e
             o->source_to = strdup(eq + 1);
             break;
         }
+        case O_REJECT_OLDER:
+        case O_REJECT_NEWER:
+            if (pa_coll_parse_duration(optarg, &d) != 0)
+                return usage_error(
+                    err, "%s: '%s' is not a duration (e.g. 1h, 10m, 0)",
+                    c == O_REJECT_OLDER ? "--reject-older-than" : "--reject-newer-than", optarg);
+            *(c == O_REJECT_OLDER ? &o->reject_older_than : &o->reject_newer_than) = d;
+            break;
+        case O_FOLDED_DIALECTS:
+            o->folded_dialects = 1;
+            break;
         case O_HELP:
             o->help = 1;
             return 0;

@@ -23,6 +23,8 @@ struct pa_coll_options {
     enum pa_coll_sync sync;
     unsigned grace_ms;
     char *source_from, *source_to; /* --source-root OLD=NEW, owned; NULL: no sources read */
+    int64_t reject_older_than, reject_newer_than; /* seconds, 0 = no bound */
+    int folded_dialects;
     int help, version;
 };
 

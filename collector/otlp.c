@@ -218,7 +218,7 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
             if (rc == 0 && pa_pprof_encode(p, 0, &pprof, &perr) != 0)
                 rc = fail(err, 500, "%s", perr.msg);
             if (rc == 0)
-                rc = pa_coll_batch_add(b, name.data, "otlp", from, until, rate,
+                rc = pa_coll_batch_add(b, name.data, "otlp", from, until, pr->time_unix_nano, rate,
                                        (const uint8_t *)pprof.data, pprof.len, rq, err);
             pa_buf_free(&name);
             pa_buf_free(&pprof);

@@ -99,14 +99,6 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
             nk++; /* counted for duplicates, but Pyroscope's own: not a label of the series */
             continue;
         }
-        for (const char *v = labels[i].value; *v; v++)
-            if (!pa_series_value_char(*v)) {
-                pa_fail(err,
-                        "the value of label '%.64s' holds one of , { } = \" or a control "
-                        "character, which pyagent-collector's series names cannot hold",
-                        names[nk]);
-                return 400;
-            }
         kept[nk] = (struct pa_coll_pair){names[nk], labels[i].value};
         nk++;
     }
@@ -130,59 +122,19 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
     if (type && *type)
         pa_buf_printf(out, ".%s", strcmp(type, "process_cpu") == 0 ? "cpu" : type);
     pa_buf_puts(out, "{");
-    for (size_t i = 0; i < ns; i++)
-        pa_buf_printf(out, "%s%s=%s", i ? "," : "", sorted[i].name, sorted[i].value);
+    for (size_t i = 0; i < ns; i++) {
+        pa_buf_printf(out, "%s%s=", i ? "," : "", sorted[i].name);
+        pa_series_put_value(out, sorted[i].value); /* quoted where it must be (series.c) */
+    }
     pa_buf_puts(out, "}");
     return 0;
 }
 
 /* ---- the batch -------------------------------------------------------------------------- */
 
-/* The top-level time_nanos (9), duration_nanos (10) and period (12) of a plain pprof, read
- * without decoding the rest; a malformed profile is left for the full decoder to refuse. */
-static void pprof_times(const uint8_t *p, size_t n, uint64_t *time_ns, uint64_t *dur_ns,
-                        uint64_t *period) {
-    size_t i = 0;
-    while (i < n) {
-        uint64_t tag = 0, v = 0;
-        for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
-            tag |= (uint64_t)(p[i] & 0x7f) << sh;
-            if (!(p[i++] & 0x80))
-                break;
-        }
-        unsigned wire = (unsigned)(tag & 7);
-        if (wire == 0) {
-            for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
-                v |= (uint64_t)(p[i] & 0x7f) << sh;
-                if (!(p[i++] & 0x80))
-                    break;
-            }
-            if ((tag >> 3) == 9)
-                *time_ns = v;
-            else if ((tag >> 3) == 10)
-                *dur_ns = v;
-            else if ((tag >> 3) == 12)
-                *period = v;
-        } else if (wire == 2) {
-            for (unsigned sh = 0; i < n && sh < 64; sh += 7) {
-                v |= (uint64_t)(p[i] & 0x7f) << sh;
-                if (!(p[i++] & 0x80))
-                    break;
-            }
-            if (v > n - i)
-                return;
-            i += (size_t)v;
-        } else if (wire == 1 || wire == 5) {
-            i += wire == 1 ? 8 : 4;
-        } else {
-            return;
-        }
-    }
-}
-
 int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
-                      int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
-                      const struct pa_coll_proto_request *rq, pa_error *err) {
+                      int64_t until, uint64_t time_ns, int64_t rate, const uint8_t *pprof,
+                      size_t len, const struct pa_coll_proto_request *rq, pa_error *err) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 8;
         struct pa_coll_ingest_result *v = realloc(b->v, cap * sizeof *v);
@@ -209,6 +161,8 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy
         .max_decompressed = rq->max_decompressed,
         .budget = rq->budget,
         .now = rq->now,
+        .time_ns = time_ns ? (int64_t)time_ns : rq->now * 1000000000,
+        .rules = rq->rules,
     };
     struct pa_coll_ingest_result *res = &b->v[b->n];
     int rc = pa_coll_ingest_decode(&in, res, err);
@@ -279,14 +233,14 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
         }
         uint64_t t = 0, dur = 0, period = 0;
         if (rc == 0) {
-            pprof_times(data, len, &t, &dur, &period);
+            pa_coll_pprof_times(data, len, &t, &dur, &period);
             /* Like Pyroscope, a profile without a time is taken as of now. */
             int64_t from = t ? (int64_t)(t / 1000000000u) : rq->now;
             int64_t until = from + (dur >= 1000000000u ? (int64_t)(dur / 1000000000u) : 1);
             int64_t rate =
                 period > 0 && period <= 1000000000u ? (int64_t)(1000000000u / period) : 0;
-            rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", from, until, rate, data, len,
-                                   rq, err);
+            rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", from, until, t, rate, data,
+                                   len, rq, err);
         }
         free(plain);
         pa_coll_share_release(&share);

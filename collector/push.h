@@ -27,6 +27,7 @@ struct pa_coll_proto_request {
     size_t max_decompressed;
     struct pa_coll_budget *budget;
     int64_t now;
+    struct pa_coll_ingest_rules rules;
 };
 
 void pa_coll_handle_push(struct pa_coll_store *st, const struct pa_coll_proto_request *rq,
@@ -49,11 +50,12 @@ struct pa_coll_batch {
     char **spy; /* per profile: the client (pyroscope_spy, else the protocol) */
     size_t n, cap;
 };
-/* Decodes one pprof (gzip or plain) of series `name` covering [from, until) into the batch.
+/* Decodes one pprof (gzip or plain) of series `name` covering [from, until) into the batch;
+ * time_ns is the profile's own time, checked against rq's rules (0: none, taken as of now).
  * 0, or a status (400, 413, 422, 503) with err. */
 int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
-                      int64_t until, int64_t rate, const uint8_t *pprof, size_t len,
-                      const struct pa_coll_proto_request *rq, pa_error *err);
+                      int64_t until, uint64_t time_ns, int64_t rate, const uint8_t *pprof,
+                      size_t len, const struct pa_coll_proto_request *rq, pa_error *err);
 /* Stores every profile of the batch if status is 0 (nothing was refused), then frees it.
  * Returns status, or 503 with err when the store could not commit. */
 int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status,

@@ -154,19 +154,34 @@ static int find(struct pa_coll_store *st, char *const *selectors, size_t nsel, c
     return rc;
 }
 
+/* Calls fn for each label of a canonical label string (series.c's grammar, decoded). */
+static void each_label(const char *labels, void (*fn)(const char *k, const char *v, void *arg),
+                       void *arg) {
+    char *text = strdup(labels), *p = text, *k, *v;
+    if (!text)
+        abort();
+    while (pa_series_split(&p, &k, &v) == 1)
+        fn(k, v, arg);
+    free(text);
+}
+
+struct label_value_arg {
+    const char *key;
+    char *out;
+    size_t outlen;
+};
+
+static void label_value_of(const char *k, const char *v, void *arg) {
+    struct label_value_arg *a = arg;
+    if (strcmp(k, a->key) == 0 && a->out[0] == 0)
+        snprintf(a->out, a->outlen, "%s", v);
+}
+
 /* The value of label key in a canonical label string (into out), or "" when absent. */
 static void label_value(const char *labels, const char *key, char *out, size_t outlen) {
-    size_t kl = strlen(key);
     out[0] = 0;
-    for (const char *p = labels; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > kl && p[kl] == '=' && strncmp(p, key, kl) == 0) {
-            snprintf(out, outlen, "%.*s", (int)(n - kl - 1), p + kl + 1);
-            return;
-        }
-        p = end ? end + 1 : NULL;
-    }
+    struct label_value_arg a = {key, out, outlen};
+    each_label(labels, label_value_of, &a);
 }
 
 /* ---- time ------------------------------------------------------------------------------- */
@@ -251,13 +266,8 @@ static int merged(struct pa_coll_store *st, const struct hits *h, const char *se
         const struct pa_coll_matcher *m = &sel.m[i];
         if (strncmp(m->key, "__", 2) == 0 || strcmp(m->key, "service_name") == 0)
             continue; /* decided per series name by find() */
-        if (strchr(m->value, '"')) {
-            pa_fail(err, "label_selector: a value holding '\"' is not supported");
-            rc = 400;
-            break;
-        }
-        pa_buf_printf(&matchers, "%s%s%s\"%s\"", matchers.len ? "," : "", m->key, ops[m->op],
-                      m->value);
+        pa_buf_printf(&matchers, "%s%s%s", matchers.len ? "," : "", m->key, ops[m->op]);
+        pa_series_put_quoted(&matchers, m->value); /* any value, re-quoted as it was read */
     }
     pa_coll_selector_free(&sel);
     for (size_t i = 0; rc == 0 && i < h->n; i++) {
@@ -525,11 +535,6 @@ static char **tree_names(const struct tree *t, size_t *n) {
 static int select_tree(struct pa_coll_store *st,
                        const Querier__V1__SelectMergeStacktracesRequest *q, int64_t now,
                        struct tree *t, int side, pa_error *err) {
-    if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
-        pa_fail(err, "format: PROFILE_FORMAT_TREE (Pyroscope's internal tree bytes) is not "
-                     "served by pyagent-collector; use PROFILE_FORMAT_FLAMEGRAPH");
-        return 400;
-    }
     int64_t from, until;
     struct hits h;
     struct weighted *w = NULL;
@@ -573,6 +578,20 @@ static ProtobufCMessage *profile_types(struct pa_coll_store *st, const ProtobufC
     return &r->base;
 }
 
+struct names_arg {
+    const char *name; /* NULL: names */
+    char **v;
+    size_t n;
+};
+
+static void name_or_value(const char *k, const char *v, void *arg) {
+    struct names_arg *a = arg;
+    if (!a->name)
+        push_ptr((void ***)&a->v, &a->n, xstrdup(k));
+    else if (strcmp(k, a->name) == 0)
+        push_ptr((void ***)&a->v, &a->n, xstrdup(v));
+}
+
 /* Label names (name NULL) or the values of label name, of the series matching matchers. */
 static ProtobufCMessage *labels_of(struct pa_coll_store *st, char *const *matchers, size_t n,
                                    const char *name, int64_t start, int64_t end, int64_t now,
@@ -581,25 +600,12 @@ static ProtobufCMessage *labels_of(struct pa_coll_store *st, char *const *matche
     range_of(start, end, now, &from, &until);
     struct hits h;
     *rc = find(st, matchers, n, NULL, from, until, &h, err);
-    char **v = NULL;
-    size_t nv = 0;
-    for (size_t i = 0; *rc == 0 && i < h.n; i++) {
-        const char *p = h.v[i].labels.data;
-        while (p && *p) {
-            const char *eq = strchr(p, '='), *comma = strchr(p, ',');
-            size_t kl = (size_t)(eq - p);
-            if (!name)
-                push_ptr((void ***)&v, &nv, strndup(p, kl));
-            else if (strlen(name) == kl && strncmp(p, name, kl) == 0)
-                push_ptr((void ***)&v, &nv,
-                         strndup(eq + 1, comma ? (size_t)(comma - eq - 1) : strlen(eq + 1)));
-            p = comma ? comma + 1 : NULL;
-        }
-    }
+    struct names_arg a = {name, NULL, 0};
+    for (size_t i = 0; *rc == 0 && i < h.n; i++)
+        each_label(h.v[i].labels.data, name_or_value, &a);
     hits_free(&h);
-    for (size_t i = 0; i < nv; i++)
-        if (!v[i])
-            abort();
+    char **v = a.v;
+    size_t nv = a.n;
     uniq(v, &nv);
     /* LabelNamesResponse and LabelValuesResponse have the same shape. */
     Types__V1__LabelNamesResponse *r = msg_new(name ? &types__v1__label_values_response__descriptor
@@ -618,20 +624,27 @@ static Types__V1__LabelPair *pair(const char *k, size_t kl, const char *v, size_
     return p;
 }
 
+struct pairs_arg {
+    char *const *names; /* only these when n > 0 */
+    size_t n;
+    Types__V1__LabelPair ***out;
+    size_t *nout;
+};
+
+static void pair_of(const char *k, const char *v, void *arg) {
+    struct pairs_arg *a = arg;
+    int keep = a->n == 0;
+    for (size_t i = 0; i < a->n && !keep; i++)
+        keep = strcmp(a->names[i], k) == 0;
+    if (keep)
+        push_ptr((void ***)a->out, a->nout, pair(k, strlen(k), v, strlen(v)));
+}
+
 /* The labels of a view string, only those in names[] when n > 0. */
 static void pairs_of(const char *labels, char *const *names, size_t n, Types__V1__LabelPair ***out,
                      size_t *nout) {
-    for (const char *p = labels; p && *p;) {
-        const char *eq = strchr(p, '='), *comma = strchr(p, ',');
-        size_t kl = (size_t)(eq - p);
-        size_t vl = comma ? (size_t)(comma - eq - 1) : strlen(eq + 1);
-        int keep = n == 0;
-        for (size_t i = 0; i < n && !keep; i++)
-            keep = strlen(names[i]) == kl && strncmp(names[i], p, kl) == 0;
-        if (keep)
-            push_ptr((void ***)out, nout, pair(p, kl, eq + 1, vl));
-        p = comma ? comma + 1 : NULL;
-    }
+    struct pairs_arg a = {names, n, out, nout};
+    each_label(labels, pair_of, &a);
 }
 
 static ProtobufCMessage *series(struct pa_coll_store *st, const ProtobufCMessage *in, int64_t now,
@@ -648,8 +661,11 @@ static ProtobufCMessage *series(struct pa_coll_store *st, const ProtobufCMessage
         Types__V1__Labels *ls = msg_new(&types__v1__labels__descriptor);
         pairs_of(h.v[i].labels.data, q->label_names, q->n_label_names, &ls->labels, &ls->n_labels);
         pa_buf key = {0};
-        for (size_t k = 0; k < ls->n_labels; k++)
-            pa_buf_printf(&key, "%s=%s,", ls->labels[k]->name, ls->labels[k]->value);
+        for (size_t k = 0; k < ls->n_labels; k++) {
+            pa_buf_printf(&key, "%s=", ls->labels[k]->name);
+            pa_series_put_quoted(&key, ls->labels[k]->value);
+            pa_buf_puts(&key, ",");
+        }
         size_t k = 0;
         while (k < nseen && strcmp(seen[k], key.data ? key.data : "") != 0)
             k++;
@@ -683,6 +699,44 @@ static Querier__V1__FlameGraph *flamegraph_of(struct tree *t, int64_t max_nodes)
     return fg;
 }
 
+/* PROFILE_FORMAT_TREE: Pyroscope's own serialisation of a call tree (its pkg/model Tree.Bytes),
+ * depth first, each node before its children: the name's length (uvarint), the name, the
+ * node's self value (uvarint), its number of children (uvarint). The first node is a virtual
+ * root, empty name and self 0, whose children are the outermost frames; an empty tree is no
+ * bytes at all. Pyroscope keeps siblings sorted by name and walks them with a stack, so they
+ * come last name first: written in that order, the bytes are the ones it would send. */
+static void put_uvarint(pa_buf *b, uint64_t v) {
+    unsigned char out[10];
+    size_t n = 0;
+    do {
+        out[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        out[n++] |= v ? 0x80 : 0;
+    } while (v);
+    pa_buf_append(b, out, n);
+}
+
+static void tree_bytes_of(pa_buf *b, const struct tree *t, struct node *n, bool root) {
+    size_t len = 0;
+    const char *name = root ? "" : name_of(t, n->name, &len);
+    put_uvarint(b, len);
+    pa_buf_append(b, name, len);
+    put_uvarint(b, root || n->self[0] < 0 ? 0 : (uint64_t)n->self[0]);
+    put_uvarint(b, n->nkids);
+    if (n->nkids > 1)
+        qsort_r(n->kids, n->nkids, sizeof *n->kids, cmp_node, (void *)t);
+    for (size_t i = n->nkids; i-- > 0;)
+        tree_bytes_of(b, t, &n->kids[i], false);
+}
+
+static ProtobufCBinaryData tree_bytes(struct tree *t, int64_t max_nodes) {
+    limit_nodes(t, max_nodes);
+    pa_buf b = {0};
+    if (t->root.nkids)
+        tree_bytes_of(&b, t, &t->root, true);
+    return (ProtobufCBinaryData){.len = b.len, .data = (uint8_t *)b.data};
+}
+
 static ProtobufCMessage *select_merge_stacktraces(struct pa_coll_store *st,
                                                   const ProtobufCMessage *in, int64_t now,
                                                   pa_error *err, int *rc) {
@@ -691,8 +745,11 @@ static ProtobufCMessage *select_merge_stacktraces(struct pa_coll_store *st,
     *rc = select_tree(st, q, now, &t, 0, err);
     Querier__V1__SelectMergeStacktracesResponse *r =
         msg_new(&querier__v1__select_merge_stacktraces_response__descriptor);
-    if (*rc == 0)
-        r->flamegraph = flamegraph_of(&t, q->max_nodes ? q->max_nodes : 16384);
+    int64_t max_nodes = q->max_nodes ? q->max_nodes : 16384;
+    if (*rc == 0 && q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
+        r->tree = tree_bytes(&t, max_nodes);
+    else if (*rc == 0)
+        r->flamegraph = flamegraph_of(&t, max_nodes);
     node_free(&t.root);
     pa_profile_free(t.names);
     return &r->base;

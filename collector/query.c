@@ -134,22 +134,17 @@ static void json_kv_str(pa_buf *b, const char *key, const char *value) {
 /* {"k":"v",...} from a canonical label string. */
 static void json_labels(pa_buf *b, const char *labels) {
     pa_buf_puts(b, "{");
-    const char *p = labels;
-    bool first = true;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma ? comma : p + strlen(p);
-        const char *eq = memchr(p, '=', (size_t)(end - p));
-        if (eq) {
-            pa_buf_puts(b, first ? "\"" : ",\"");
-            pa_buf_json_str(b, p, (size_t)(eq - p));
-            pa_buf_puts(b, "\":\"");
-            pa_buf_json_str(b, eq + 1, (size_t)(end - eq - 1));
-            pa_buf_puts(b, "\"");
-            first = false;
-        }
-        p = comma ? comma + 1 : end;
+    char *text = strdup(labels), *p = text, *k, *v;
+    if (!text)
+        abort();
+    for (int i = 0; pa_series_split(&p, &k, &v) == 1; i++) {
+        pa_buf_puts(b, i ? ",\"" : "\"");
+        pa_buf_json_str(b, k, strlen(k));
+        pa_buf_puts(b, "\":\"");
+        pa_buf_json_str(b, v, strlen(v));
+        pa_buf_puts(b, "\"");
     }
+    free(text);
     pa_buf_puts(b, "}");
 }
 

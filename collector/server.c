@@ -329,6 +329,7 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
         .max_decompressed = srv->cfg.max_decompressed,
         .budget = &srv->gunzip_memory,
         .now = (int64_t)time(NULL),
+        .rules = srv->cfg.rules,
     };
     struct pa_coll_ingest_result res;
     status = pa_coll_ingest_decode(&in, &res, &err);
@@ -364,6 +365,7 @@ static enum MHD_Result do_proto(struct pa_coll_server *srv, struct MHD_Connectio
         .max_decompressed = srv->cfg.max_decompressed,
         .budget = &srv->gunzip_memory,
         .now = (int64_t)time(NULL),
+        .rules = srv->cfg.rules,
     };
     struct pa_coll_response r = {0};
     if (rq->route == R_PUSH)

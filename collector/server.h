@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "ingest.h"
 #include "store.h"
 
 struct pa_coll_server_config {
@@ -18,8 +19,9 @@ struct pa_coll_server_config {
     unsigned header_timeout_ms, body_timeout_ms; /* absolute, see server.c */
     size_t max_body;
     size_t max_decompressed;
-    size_t max_decompressed_total; /* gunzip memory of all requests in flight together */
-    const char *token;             /* NULL: no auth */
+    size_t max_decompressed_total;     /* gunzip memory of all requests in flight together */
+    const char *token;                 /* NULL: no auth */
+    struct pa_coll_ingest_rules rules; /* what every upload must meet (ingest.h) */
     struct pa_coll_store *store;
 };
 

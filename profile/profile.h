@@ -51,11 +51,23 @@ int pa_utf8_valid(const char *s, size_t len);
 size_t pa_buf_utf8(pa_buf *b, const char *s, size_t len);
 
 /* ---- series names (series.c) ----
- * The characters a series name APP{k=v,...} may hold, Pyroscope's rules: the uploader builds
- * names with them and the collector parses names and selectors with them. */
+ * A series name APP{k=v,k2="v,2"} under Pyroscope's rules: the uploader builds names with
+ * them, the collector parses names, selectors and its stored label text with them. */
 bool pa_series_app_char(char c);   /* [A-Za-z0-9_./-] */
 bool pa_series_label_char(char c); /* [A-Za-z0-9_.] */
-bool pa_series_value_char(char c); /* printable, not one of , { } = " */
+bool pa_series_value_char(char c); /* in a bare value: printable, not one of , { } = " */
+/* Appends a label value as a label text holds it: bare when it reads back so, else quoted. */
+void pa_series_put_value(pa_buf *b, const char *v);
+/* Appends v double-quoted, with \" \\ \n \r \t escapes. */
+void pa_series_put_quoted(pa_buf *b, const char *v);
+/* At p's opening quote: decodes the quoted value in place into *value (NUL-terminated), and
+ * returns the position after the closing quote, or NULL when there is none. */
+char *pa_series_unquote(char *p, char **value);
+/* Splits the next pair off a mutable label text ("k=v, k2=\"v,2\""): *key and *value are
+ * NUL-terminated in place, bare ones trimmed of spaces, a quoted value decoded; *p moves past
+ * the pair and its comma. 1: a pair; 0: the end; -1: no '=', an open quote, or text after a
+ * closing quote. */
+int pa_series_split(char **p, char **key, char **value);
 
 /* ---- building ---- */
 

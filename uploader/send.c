@@ -395,8 +395,8 @@ int pa_send_init(const struct pa_config *c) {
     name_q = build_name();
     if (cfg.mode == PA_MODE_GIL && !cfg.upload_pprof)
         pa_log(PA_LOG_WARN, "Grafana Pyroscope has no 'gil' type for folded uploads and refuses "
-                            "them (our collector takes them); PYAGENT_UPLOAD_FORMAT=pprof files "
-                            "them as __name__ gil");
+                            "them (so does pyagent-collector, unless run with --folded-dialects); "
+                            "PYAGENT_UPLOAD_FORMAT=pprof files them as __name__ gil");
     return 0;
 }
 

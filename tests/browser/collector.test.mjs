@@ -16,7 +16,7 @@ const uploads = [now - 600, now - 300]; // two uploads, 5 minutes apart
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'pa-coll-ui-'));
-  proc = spawn(join(BUILD, 'bin', 'pyagent-collector'), ['--listen', '127.0.0.1:0', '--db', join(dir, 'p.db')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  proc = spawn(join(BUILD, 'bin', 'pyagent-collector'), ['--listen', '127.0.0.1:0', '--db', join(dir, 'p.db'), '--folded-dialects'], { stdio: ['ignore', 'pipe', 'inherit'] });
   base = await new Promise((resolve, reject) => {
     proc.stdout.once('data', (d) => {
       const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(String(d));

@@ -32,10 +32,17 @@ def collector_path():
 class Collector:
     """A running pyagent-collector. Use as a context manager or call stop()."""
 
-    def __init__(self, *args, db=None, workdir=None):
+    # The collector refuses profiles outside Pyroscope's ingestion window and folded text in
+    # other dialects than flamegraph.pl's, as Pyroscope does; the tests of the store and the
+    # reports upload hours-old profiles (retention, rollups, ranges) and pyagent's own folded
+    # files (their header and timeline), so they run it with these options unless they ask for
+    # Pyroscope's rules (pyroscope_rules=True: test_differential.py).
+    STORE_ARGS = ["--reject-older-than", "0", "--reject-newer-than", "0", "--folded-dialects"]
+
+    def __init__(self, *args, db=None, workdir=None, pyroscope_rules=False):
         self.workdir = workdir or tempfile.mkdtemp(prefix="pa-coll-")
         self.db = db or os.path.join(self.workdir, "profiles.db")
-        self.args = list(args)
+        self.args = ([] if pyroscope_rules else self.STORE_ARGS) + list(args)
         self.start()
 
     def start(self):
@@ -152,10 +159,11 @@ class Collector:
 class CollectorTest(unittest.TestCase):
     """Test cases sharing one collector, started with ARGS, as self.c."""
     ARGS = ()
+    PYROSCOPE_RULES = False
 
     @classmethod
     def setUpClass(cls):
-        cls.c = Collector(*cls.ARGS)
+        cls.c = Collector(*cls.ARGS, pyroscope_rules=cls.PYROSCOPE_RULES)
 
     @classmethod
     def tearDownClass(cls):

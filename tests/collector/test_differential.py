@@ -1,12 +1,13 @@
-"""Integration: the same bodies sent to the fake Grafana Pyroscope (tests/integration/pyroscope.py,
-Pyroscope's ingest rules as read in its source) and to a real pyagent-collector must be
-accepted (2xx) or refused (4xx) alike, body for body, over all three protocols (Push, /ingest,
-OTLP profiles): valid profiles, invalid UTF-8, duplicate, invalid and too many labels, too old,
-empty, malformed protobuf, unknown types. The only allowed differences are the deliberate ones
-docs/continuous.md lists in its Grafana table ("The same, and what differs"); each is named
-below by its row there, must still be a difference (an exception that no longer differs is a
-stale line in the docs), and must differ the way the row says (the collector stores what
-Pyroscope refuses, or the other way round)."""
+"""Integration: the same bodies sent to the fake Grafana Pyroscope (tests/uploader/pyroscope.py,
+Pyroscope's ingest rules as read in its source) and to a real pyagent-collector, started with
+its defaults, must be answered alike, body for body and status for status (the same 2xx or
+4xx), over all three protocols (Push, /ingest, OTLP profiles): valid profiles, invalid UTF-8,
+duplicate, invalid and too many labels, too old and too new, empty, malformed protobuf,
+unknown types, folded text in dialects other than flamegraph.pl's. The only allowed
+differences are the deliberate ones docs/continuous.md lists in its Grafana table ("The same,
+and what differs"); each is named below by its row there, must still be a difference (an
+exception that no longer differs is a stale line in the docs), and must differ the way the row
+says (the collector stores what Pyroscope refuses, or the other way round)."""
 import os
 import sys
 import time
@@ -14,16 +15,17 @@ import unittest
 import urllib.parse
 import urllib.request
 
-from harness import CollectorTest, _field, collector_path, folded, gz, pprof
+from harness import Collector, CollectorTest, _field, collector_path, folded, gz, parse_folded, pprof
 from test_protocols import PROTO, label, otlp_request, push_request, timed_pprof
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "uploader"))
 from pyroscope import FakePyroscope  # noqa: E402
 
 NOW = int(time.time())
 OLD = NOW - 7200  # outside Pyroscope's window (reject_older_than, 1 h)
+AHEAD = NOW + 1200  # outside it too (reject_newer_than, 10 min)
 STACKS = {"thread:MainThread;app.main (app.py:3);app.work (app.py:9)": 30,
           "thread:MainThread;app.main (app.py:3)": 12}
 OTLP = {"Content-Type": "application/x-protobuf"}
@@ -31,16 +33,7 @@ CPU = [("__name__", "process_cpu"), ("service_name", "diff")]
 
 # Deliberate differences: body name -> (the first cell of its row in docs/continuous.md's
 # Grafana table, whether our collector accepts it, whether Pyroscope does).
-DIFFERENCES = {
-    "push: profile two hours old": ("profiles older than an hour", True, False),
-    "ingest: pprof two hours old": ("profiles older than an hour", True, False),
-    "ingest: folded two hours old": ("profiles older than an hour", True, False),
-    "otlp: profile two hours old": ("profiles older than an hour", True, False),
-    "push: label value with a comma": ("label values with `, { } = \"`", False, True),
-    "push: label value with a brace": ("label values with `, { } = \"`", False, True),
-    "ingest: folded with a # header": ("`/ingest` folded text", True, False),
-    "ingest: folded of an unknown type": ("`/ingest` folded text", True, False),
-}
+DIFFERENCES = {}
 
 
 def push_raw(labels, raws):
@@ -90,8 +83,14 @@ def bodies():
         "push: no service_name": push([([("__name__", "process_cpu")], [good])]),
         "push: no __name__": push([([("service_name", "diff")], [good])]),
         "push: profile two hours old": push([(CPU, [gz(timed_pprof(STACKS, t=OLD))])]),
+        "push: profile 20 minutes ahead": push([(CPU, [gz(timed_pprof(STACKS, t=AHEAD))])]),
+        "push: profile 59 minutes old": push([(CPU, [gz(timed_pprof(STACKS, t=NOW - 3540))])]),
         "push: label value with a comma": push([(CPU + [("env", "a,b")], [good])]),
         "push: label value with a brace": push([(CPU + [("env", "a}b")], [good])]),
+        "push: label value with = \" \\ and a newline": push([(CPU + [("env", 'a="b"\\c\nd')], [good])]),
+        "push: label value with spaces at its ends": push([(CPU + [("env", " a ")], [good])]),
+        "otlp: attribute value with a comma": ("/v1development/profiles", OTLP,
+                                               otlp_request(STACKS, service="diff", attrs=[("host.name", "a,b")])),
         "push: text/plain": ("/push.v1.PusherService/Push", {"Content-Type": "text/plain"}, b"x"),
         "ingest: valid pprof": ingest("diff{env=prod}", "pprof", good),
         "ingest: valid folded": ingest("diff.cpu{env=prod}", "folded", folded(STACKS).encode()),
@@ -99,12 +98,18 @@ def bodies():
                                                  b"# pyagent 1 rate=100\n" + folded(STACKS).encode()),
         "ingest: folded with invalid UTF-8": ingest("diff.cpu", "folded", b"a;b\xff 3\n"),
         "ingest: folded of an unknown type": ingest("diff.bogus", "folded", folded(STACKS).encode()),
+        "ingest: folded gil": ingest("diff.gil", "folded", folded(STACKS).encode()),
+        "ingest: folded wall": ingest("diff.wall", "folded", folded(STACKS).encode()),
+        "ingest: folded without a type": ingest("diff", "folded", folded(STACKS).encode()),
         "ingest: pprof not a pprof": ingest("diff", "pprof", b"\x1f\x8bgarbage"),
         "ingest: pprof with invalid UTF-8": ingest("diff", "pprof", gz(pprof_with_string(b"work\xff"))),
         "ingest: label name starting with a digit": ingest("diff{9lives=x}", "pprof", good),
         "ingest: no service name": ingest("{env=prod}", "pprof", good),
         "ingest: pprof two hours old": ingest("diff", "pprof", gz(pprof(STACKS)), frm=OLD),
         "ingest: folded two hours old": ingest("diff.cpu", "folded", folded(STACKS).encode(), frm=OLD),
+        "ingest: pprof 20 minutes ahead": ingest("diff", "pprof", gz(pprof(STACKS)), frm=AHEAD),
+        "ingest: pprof whose own time is two hours old": ingest("diff", "pprof", gz(timed_pprof(STACKS, t=OLD))),
+        "ingest: folded 20 minutes ahead": ingest("diff.cpu", "folded", folded(STACKS).encode(), frm=AHEAD),
         "otlp: valid": ("/v1development/profiles", OTLP, otlp_request(STACKS, service="diff")),
         "otlp: resource attributes": ("/v1development/profiles", OTLP,
                                       otlp_request(STACKS, service="diff", attrs=[("host.name", "web-1")])),
@@ -112,7 +117,7 @@ def bodies():
         "otlp: stack index out of range": ("/v1development/profiles", OTLP,
                                            otlp_request(STACKS, stack_index_shift=50)),
         "otlp: invalid UTF-8 string": ("/v1development/profiles", OTLP, otlp_invalid_utf8()),
-        "otlp: profile two hours old": ("/v1development/profiles", OTLP, otlp_request(STACKS, t=OLD)),
+            "otlp: profile 20 minutes ahead": ("/v1development/profiles", OTLP, otlp_request(STACKS, t=AHEAD)),
         "otlp: text/plain": ("/v1development/profiles", {"Content-Type": "text/plain"}, b"x"),
     }
 
@@ -142,6 +147,8 @@ def send(url, path, headers, body):
 
 
 class Differential(CollectorTest):
+    PYROSCOPE_RULES = True  # the collector's defaults
+
     def test_same_answers_as_pyroscope(self):
         rows = grafana_rows()
         for name, (row, _, _) in DIFFERENCES.items():
@@ -164,11 +171,60 @@ class Differential(CollectorTest):
                 if accepted != (we, they):
                     bad.append("%s: documented as a difference (%r: collector %s, Pyroscope %s), got %s/%s"
                                % (name, row, we, they, ours, theirs))
-            elif accepted[0] != accepted[1]:
+            elif ours != theirs:
                 bad.append("%s: the collector answers %d, Pyroscope %d" % (name, ours, theirs))
         # Both kinds of answer occur: a comparison of all-accepted or all-refused shows nothing.
         self.assertTrue(any(a[1] < 300 for a in answers.values()) and any(a[1] >= 400 for a in answers.values()))
         self.assertEqual(bad, [], "\n".join(bad))
+
+
+class Options(unittest.TestCase):
+    """The window and the folded rules are Pyroscope's defaults, each an option."""
+
+    def answer(self, c, path, headers, body):
+        status, text, _ = c.request("POST", path, body, headers)
+        return status, text.decode("utf-8", "replace")
+
+    def test_reject_older_than(self):
+        old_folded = ingest("opt.cpu", "folded", folded(STACKS).encode(), frm=NOW - 3 * 3600)
+        with Collector(pyroscope_rules=True) as c:
+            status, text = self.answer(c, *old_folded)
+            self.assertEqual(status, 400, text)
+            self.assertIn("is outside of ingestion window (profile timestamp: ", text)
+            self.assertIn("the ingestion window starts at ", text)
+            status, text = self.answer(c, *push([(CPU, [gz(timed_pprof(STACKS, t=NOW - 3 * 3600))])]))
+            self.assertEqual(status, 400, text)
+            self.assertIn('"code":"invalid_argument"', text.replace(" ", ""))
+        with Collector("--reject-older-than", "4h", pyroscope_rules=True) as c:
+            self.assertEqual(self.answer(c, *old_folded)[0], 200)
+            status, text = self.answer(c, *ingest("opt.cpu", "folded", b"a;b 1\n", frm=NOW - 5 * 3600))
+            self.assertEqual(status, 400, text)
+        with Collector("--reject-older-than", "0", pyroscope_rules=True) as c:
+            self.assertEqual(self.answer(c, *ingest("opt.cpu", "folded", b"a;b 1\n", frm=NOW - 30 * 86400))[0], 200)
+            # the future has its own bound
+            self.assertEqual(self.answer(c, *ingest("opt.cpu", "folded", b"a;b 1\n", frm=NOW + 3600))[0], 400)
+        with Collector("--reject-newer-than", "0", pyroscope_rules=True) as c:
+            self.assertEqual(self.answer(c, *ingest("opt.cpu", "folded", b"a;b 1\n", frm=NOW + 3600))[0], 200)
+
+    def test_folded_dialects(self):
+        header = ingest("opt.cpu", "folded", b"# pyagent 1 rate=100\n" + folded(STACKS).encode())
+        gil = ingest("opt.gil", "folded", folded(STACKS).encode())
+        itimer = ingest("opt.itimer", "folded", folded(STACKS).encode())
+        with Collector(pyroscope_rules=True) as c:
+            status, text = self.answer(c, *header)
+            self.assertEqual(status, 422, text)
+            self.assertIn('strconv.Atoi: parsing "rate=100": invalid syntax', text)
+            self.assertIn("--folded-dialects", text)
+            status, text = self.answer(c, *gil)
+            self.assertEqual(status, 400, text)
+            self.assertIn("unknown profile type: gil", text)
+            # itimer is Pyroscope's process_cpu: our cpu series
+            self.assertEqual(self.answer(c, *itimer)[0], 200)
+            self.assertEqual(sum(parse_folded(c.render("opt.cpu", NOW - 60, NOW + 60)).values()), 42)
+        with Collector("--folded-dialects", pyroscope_rules=True) as c:
+            self.assertEqual(self.answer(c, *header)[0], 200)
+            self.assertEqual(self.answer(c, *gil)[0], 200)
+            self.assertEqual(sum(parse_folded(c.render("opt.gil", NOW - 60, NOW + 60)).values()), 42)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ class Hostile(unittest.TestCase):
         for name, word in [("", "missing"), ("has space.cpu", "application name"),
                            ("a.cpu{k=v", "'}'"), ("a.cpu{k}", "key=value"),
                            ("a.cpu{bad-key=v}", "label name"), ("a.cpu{k=v,k=w}", "twice"),
-                           ("a.cpu{k=a\x01b}", "value"), (too_many, "30"),
+                           ("a.cpu{k=\"open}", "quoted"), (too_many, "30"),
                            ("x" * 300 + ".cpu", "longer")]:
             self.refused(400, self.c.ingest(name, "a 1\n", frm=T0, until=T0 + 10), [word])
 

@@ -53,7 +53,8 @@ static void bad_names_are_400_with_a_reason(void **state) {
         "app.cpu{k-1=v}",
         "app.cpu{=v}",
         "app.cpu{k=v,k=w}",
-        "app.cpu{k=a\"b}",
+        "app.cpu{k=\"open}",
+        "app.cpu{k=\"v\"x}",
         "{k=v}",
         "app<script>.cpu",
     };
@@ -77,6 +78,28 @@ static void at_most_30_labels(void **state) {
     strcat(name, ",k30=v}");
     assert_int_equal(parse(name, &labels, app, sizeof app), 400);
     assert_non_null(strstr(e.msg, "30"));
+}
+
+/* A value holds anything: quoted in the label text where a bare one would not read back. */
+static void quoted_values_round_trip(void **state) {
+    (void)state;
+    char *labels = NULL, app[300];
+    assert_int_equal(parse("a.cpu{k=\"x,y\", j=plain, q=a\"b, e=\"\\\\\\n\", s=\" sp \"}", &labels,
+                           app, sizeof app),
+                     0);
+    assert_string_equal(labels, "e=\"\\\\\\n\",j=plain,k=\"x,y\",q=\"a\\\"b\",s=\" sp \"");
+    struct pa_coll_selector sel;
+    assert_int_equal(
+        pa_coll_selector_parse(&sel, "a.cpu{k=\"x,y\",e=\"\\\\\\n\",q=\"a\\\"b\",s=\" sp \"}", &e),
+        0);
+    assert_true(pa_coll_selector_matches(&sel, labels));
+    assert_false(pa_coll_selector_matches(&sel, "e=x,j=plain,k=\"x,y\",q=\"a\\\"b\""));
+    pa_coll_selector_free(&sel);
+    free(labels);
+    /* Text stored before values were quoted is all bare, and reads as it did. */
+    assert_int_equal(pa_coll_selector_parse(&sel, "a.cpu{p=\"c:\\\\dir\"}", &e), 0);
+    assert_true(pa_coll_selector_matches(&sel, "p=c:\\dir"));
+    pa_coll_selector_free(&sel);
 }
 
 static void selectors_match_labels(void **state) {
@@ -113,6 +136,7 @@ int main(void) {
         cmocka_unit_test(labels_are_sorted_and_trimmed),
         cmocka_unit_test(bad_names_are_400_with_a_reason),
         cmocka_unit_test(at_most_30_labels),
+        cmocka_unit_test(quoted_values_round_trip),
         cmocka_unit_test(selectors_match_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

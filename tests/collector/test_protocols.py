@@ -4,17 +4,20 @@ field numbers (not by the code under test). What goes in by any protocol comes o
 and of the querier with the same totals; what Pyroscope refuses is refused with its answer
 (Connect's invalid_argument, HTTP 400); both Connect codecs (binary, JSON) give the same."""
 import base64
+import html
 import json
 import os
+import re
 import struct
 import sys
 import time
 import unittest
+import urllib.parse
 
 from harness import CollectorTest, _field, collector_path, gz, parse_folded, pprof
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))
-from pyroscope import fields  # noqa: E402
+from pyroscope import fields, varint  # noqa: E402
 
 NOW = int(time.time())
 PROTO = {"Content-Type": "application/proto"}
@@ -115,6 +118,28 @@ def flame_total(fg):
         vals = [int(v) for v in level.get("values", [])]
         selfs += sum(vals[2::4])
     return int(fg.get("total", 0)), selfs
+
+
+def decode_tree(b):
+    """Pyroscope's tree bytes (pkg/model's MarshalTruncate), read from the format's definition:
+    nodes in depth-first pre-order, each its name's length (uvarint), the name, its self value
+    (uvarint) and its number of children (uvarint); the first node is a virtual root with an
+    empty name. Returns {root-first stack of names: self} and the sum of all selfs."""
+    stacks, i = {}, 0
+    todo = [()]  # the path of the parent of each node still to read, popped last first
+    while todo:
+        parent = todo.pop()
+        n, i = varint(b, i)
+        name = b[i:i + n].decode()
+        i += n
+        self_, i = varint(b, i)
+        kids, i = varint(b, i)
+        path = parent + (name,) if parent or name else ()
+        if self_:
+            stacks[";".join(path)] = stacks.get(";".join(path), 0) + self_
+        todo += [path] * kids
+    assert i == len(b), "trailing bytes"
+    return stacks
 
 
 class Push(CollectorTest):
@@ -275,6 +300,38 @@ class Querier(CollectorTest):
         status, out = self.call("SelectMergeStacktraces", req)
         self.assertEqual(flame_total(out["flamegraph"])[0], 51)
 
+    def test_merge_stacktraces_tree_format(self):
+        """PROFILE_FORMAT_TREE (6 = 2) answers Pyroscope's tree bytes in field 2, with the
+        flame graph's nodes and totals."""
+        sel = '{service_name="shop",env="prod"}'
+        typ = "process_cpu:samples:count:cpu:nanoseconds"
+        base = _field(1, typ.encode()) + _field(2, sel.encode()) + _field(3, (NOW - 60) * 1000)
+        status, body = self.call("SelectMergeStacktraces", base + _field(6, 2), codec="proto")
+        self.assertEqual(status, 200, body)
+        resp = dict((f, bytes(v)) for f, w, v in fields(body))
+        self.assertNotIn(1, resp)  # the tree alone, as Pyroscope answers
+        tree = decode_tree(resp[2])
+        self.assertEqual(tree, {"thread:MainThread;app.main;app.work": 35, "thread:MainThread;app.main": 12})
+        status, body = self.call("SelectMergeStacktraces", base, codec="proto")
+        fg = dict((f, v) for f, w, v in fields(body))[1]
+        self.assertEqual(sum(tree.values()), dict((f, v) for f, w, v in fields(fg) if w == 0)[3])
+        # The JSON codec carries the same bytes in base64.
+        req = {"profileTypeID": typ, "labelSelector": sel, "start": str((NOW - 60) * 1000),
+               "format": "PROFILE_FORMAT_TREE"}
+        status, out = self.call("SelectMergeStacktraces", req)
+        self.assertEqual(status, 200, out)
+        self.assertEqual(base64.b64decode(out["tree"]), resp[2])
+        # max_nodes folds the smallest into "other", the total kept.
+        status, body = self.call("SelectMergeStacktraces", base + _field(5, 3) + _field(6, 2), codec="proto")
+        small = decode_tree(dict((f, bytes(v)) for f, w, v in fields(body))[2])
+        self.assertEqual(sum(small.values()), 47)
+        self.assertIn("thread:MainThread;app.main;other", small)
+        # Nothing selected: no bytes (Pyroscope's empty tree).
+        status, body = self.call("SelectMergeStacktraces", _field(1, typ.encode()) +
+                                 _field(2, b'{service_name="none"}') + _field(6, 2), codec="proto")
+        self.assertEqual(status, 200)
+        self.assertEqual(dict((f, bytes(v)) for f, w, v in fields(body)).get(2, b""), b"")
+
     def test_binary_codec_equals_json(self):
         sel = '{service_name="shop",env="prod"}'
         typ = "process_cpu:samples:count:cpu:nanoseconds"
@@ -317,6 +374,70 @@ class Querier(CollectorTest):
         self.assertEqual(json.loads(body)["code"], "invalid_argument")
         status, _, _ = self.c.request("GET", "/querier.v1.QuerierService/ProfileTypes")
         self.assertEqual(status, 405)
+
+
+def quoted(v):
+    """A selector's double-quoted value: \\ \" \n \r \t escaped."""
+    return '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") \
+        .replace("\r", "\\r").replace("\t", "\\t")
+
+
+class AnyLabelValue(CollectorTest):
+    """A label value holds anything Pyroscope stores (, { } = " \\, newlines, spaces at either
+    end) and comes back exactly from every answer: the querier's LabelValues, Series,
+    SelectMergeStacktraces and SelectSeries, /render, /api/apps and the index's links."""
+    V = ' a,b {c} = "d" \\e\nf\tg '
+    STACKS = {"thread:MainThread;app.main (app.py:3)": 42}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        labels = [("__name__", "process_cpu"), ("service_name", "quoted"), ("env", cls.V), ("plain", "p")]
+        status, body, _ = cls.c.request("POST", "/push.v1.PusherService/Push",
+                                        push_request([(labels, [timed_pprof(cls.STACKS)])]), PROTO)
+        assert status == 200, body
+
+    def call(self, method, req):
+        status, body, _ = self.c.request("POST", "/querier.v1.QuerierService/" + method,
+                                         json.dumps(req).encode(), JSON)
+        self.assertEqual(status, 200, body)
+        return json.loads(body)
+
+    def test_querier(self):
+        out = self.call("LabelValues", {"name": "env", "matchers": ['{service_name="quoted"}']})
+        self.assertEqual(out["names"], [self.V])
+        out = self.call("Series", {"matchers": ['{service_name="quoted"}'], "labelNames": ["env", "plain"]})
+        self.assertEqual(out["labelsSet"], [{"labels": [{"name": "env", "value": self.V},
+                                                        {"name": "plain", "value": "p"}]}])
+        req = {"profileTypeID": "process_cpu:samples:count:cpu:nanoseconds",
+               "labelSelector": '{service_name="quoted",env=%s}' % quoted(self.V),
+               "start": str((NOW - 60) * 1000), "end": str((NOW + 60) * 1000)}
+        self.assertEqual(flame_total(self.call("SelectMergeStacktraces", req)["flamegraph"])[0], 42)
+        req["labelSelector"] = '{service_name="quoted",env=~".*\\\\e\nf.*"}'
+        self.assertEqual(flame_total(self.call("SelectMergeStacktraces", req)["flamegraph"])[0], 42)
+        req["labelSelector"] = '{service_name="quoted",env=" a,b"}'
+        self.assertEqual(self.call("SelectMergeStacktraces", req)["flamegraph"].get("total", "0"), "0")
+        req["labelSelector"] = '{service_name="quoted"}'
+        out = self.call("SelectSeries", dict(req, step=60, groupBy=["env"]))
+        self.assertEqual([s["labels"] for s in out["series"]], [[{"name": "env", "value": self.V}]])
+
+    def test_render_and_pages(self):
+        sel = "quoted.cpu{env=%s}" % quoted(self.V)
+        status, body, _ = self.c.get("/render?" + urllib.parse.urlencode(
+            {"query": sel, "from": NOW - 60, "until": NOW + 60, "format": "folded"}))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(sum(parse_folded(body).values()), 42)
+        apps = json.loads(self.c.get("/api/apps")[1])["apps"]
+        envs = [s["labels"].get("env") for a in apps if a["name"] == "quoted.cpu" for s in a["series"]]
+        self.assertEqual(envs, [self.V])
+        page = self.c.get("/?app=quoted.cpu&from=%d&until=%d" % (NOW - 60, NOW + 60))[1].decode()
+        self.assertNotIn('"d"', page)  # the value's quotes are escaped in the page
+        links = [html.unescape(h) for h in re.findall(r'href="(/render\?[^"]*format=folded[^"]*)"', page)]
+        self.assertTrue(links, page)
+        for link in links:
+            status, body, _ = self.c.get(link)
+            self.assertEqual(status, 200, link)
+            self.assertEqual(sum(parse_folded(body).values()), 42, link)
 
 
 if __name__ == "__main__":
