@@ -399,6 +399,23 @@ def test_masked_cpu_counted(ctx):
         print(what)
 
 
+def test_kernel_time_counted(ctx):
+    """A thread whose CPU is almost all kernel time (system calls), where perf events raise no
+    signal (they signal in user time only), still has all its CPU in the profile: its
+    samples / rate are its own thread_time (within 10%), because a sample's weight is the
+    thread's CPU time since its previous one, kernel time included."""
+    r = ctx.run(["syscalls.py", "truth.json", "1.0"], env={"PYAGENT_RATE": "1000"})
+    check(r.rc == 0, r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    got = p.total(lambda frames: frames[0] == "thread:Kernel") / int(p.meta["rate"])
+    want = truth["thread_cpu"]
+    what = "Kernel has %.3f s of CPU in the profile, thread_time %.3f s (process user %.3f s, system %.3f s; timer %s, signals %s)" % (
+        got, want, truth["user"], truth["system"], p.meta.get("timer"), p.meta.get("signals"))
+    check(abs(got - want) <= 0.10 * want, what)
+    print(what)
+
+
 def death_of_self(ctx, argv, signum, what):
     """deaths.py ARGV ends the process with signum: its own profile keeps doomed_burn."""
     r = ctx.same_as_without(["deaths.py"] + argv, env={"PYAGENT_RATE": "100"})
@@ -823,7 +840,8 @@ SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
-    "launcher", "off_switch", "handler_histogram", "masked_cpu_counted")})
+    "launcher", "off_switch", "handler_histogram", "masked_cpu_counted",
+    "kernel_time_counted")})
 
 
 def main():
