@@ -34,6 +34,18 @@ void pa_ctl_apply(struct pa_thread_ctl *c) {
     atomic_fetch_sub(&c->users, 1);
 }
 
+int pa_ctl_perf_count(uint64_t *id, uint64_t *count) {
+    struct pa_thread_ctl *c = pa_ctl_self;
+    if (!c)
+        return 0;
+    /* A user of the timer: the registry does not end it (pa_reg_disarm) under us. */
+    atomic_fetch_add(&c->users, 1);
+    int ok = atomic_load(&c->armed) && c->timer.kind == PA_TIMER_PERF &&
+             pa_timer_perf_count(&c->timer, id, count);
+    atomic_fetch_sub(&c->users, 1);
+    return ok;
+}
+
 int pa_ctl_prof_blocked(void) {
     sigset_t cur;
     pa_real_pthread_sigmask(SIG_BLOCK, NULL, &cur);
