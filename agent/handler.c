@@ -210,9 +210,11 @@ void pa_handler_fork_child(void) {
 /* ---- weights ------------------------------------------------------------------------------- */
 
 /* Perf-event weights (sample_weight): this thread's CPU clock at its last sample, the part of
- * a period carried over, and the perf event that gave the last sample its count then. */
+ * a period carried over, the perf event that gave the last sample its count then, and where
+ * that event's ring was. */
 static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
 static __thread uint64_t tls_event, tls_event_count __attribute__((tls_model("initial-exec")));
+static __thread const void *tls_ring __attribute__((tls_model("initial-exec")));
 
 /* The thread's first sample stands for its CPU time from now on: from its registration, or
  * from the fork in a child, whose clock restarts at 0 while tls_cpu_last still holds the
@@ -224,6 +226,7 @@ void pa_handler_weigh_from_now(void) {
     tls_cpu_last = now ? now : 1; /* 0 means "no reading" */
     tls_cpu_rest = 0;
     tls_event = 0; /* the next sample reads the clock */
+    tls_ring = NULL;
 }
 
 /* The CPU time this thread used since its last sample, by its perf event's count: the count
@@ -232,10 +235,22 @@ void pa_handler_weigh_from_now(void) {
  * through the library (timers.h), and CPU time between two events is on no event's count.
  * Then, and whenever the ring cannot be read, the thread's CPU clock (a system call) gives it.
  * tls_cpu_last moves with the count, so a later clock reading takes over where it stopped;
- * both are task clocks of the same thread, counted in and out at the same switches. */
+ * both are task clocks of the same thread, counted in and out at the same switches.
+ *
+ * The ring is looked for where the last sample found it (tls_ring): the thread's control
+ * block, where the registry keeps it, is a cache line that nothing else in the handler
+ * touches, a cold miss per sample. Ending an event unmaps its ring and a new one often lands
+ * at the same address; either way the record's id, which the kernel never reuses, is not the
+ * last sample's, and the control block is asked again. */
 static uint64_t cpu_used(void) {
     uint64_t event = 0, count = 0;
-    if (pa_ctl_perf_count(&event, &count) && event == tls_event && count >= tls_event_count) {
+    int same = pa_timer_perf_count(tls_ring, &event, &count) && event == tls_event;
+    if (!same) {
+        event = count = 0;
+        tls_ring = pa_ctl_perf_ring();
+        same = pa_timer_perf_count(tls_ring, &event, &count) && event == tls_event;
+    }
+    if (same && count >= tls_event_count) {
         uint64_t ran = count - tls_event_count;
         tls_event_count = count;
         tls_cpu_last += ran;

@@ -34,16 +34,11 @@ void pa_ctl_apply(struct pa_thread_ctl *c) {
     atomic_fetch_sub(&c->users, 1);
 }
 
-int pa_ctl_perf_count(uint64_t *id, uint64_t *count) {
+const void *pa_ctl_perf_ring(void) {
     struct pa_thread_ctl *c = pa_ctl_self;
-    if (!c)
-        return 0;
-    /* A user of the timer: the registry does not end it (pa_reg_disarm) under us. */
-    atomic_fetch_add(&c->users, 1);
-    int ok = atomic_load(&c->armed) && c->timer.kind == PA_TIMER_PERF &&
-             pa_timer_perf_count(&c->timer, id, count);
-    atomic_fetch_sub(&c->users, 1);
-    return ok;
+    if (!c || !atomic_load(&c->armed) || c->timer.kind != PA_TIMER_PERF)
+        return NULL;
+    return atomic_load(&c->timer.ring);
 }
 
 int pa_ctl_prof_blocked(void) {

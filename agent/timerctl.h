@@ -9,7 +9,6 @@
 #define PA_TIMERCTL_H
 
 #include <stdatomic.h>
-#include <stdint.h>
 
 #include "timers.h"
 
@@ -26,9 +25,9 @@ extern __thread struct pa_thread_ctl *pa_ctl_self __attribute__((tls_model("init
 
 /* Runs or stops the timer as the thread's mask says: whoever acts last saw the last mask. */
 void pa_ctl_apply(struct pa_thread_ctl *c);
-/* The calling thread's perf event: its id and its count at its latest overflow (timers.h);
- * 0 if it has none running or it cannot be read. */
-int pa_ctl_perf_count(uint64_t *id, uint64_t *count);
+/* The ring of the calling thread's perf event (pa_timer_perf_count reads it), or NULL. The
+ * event may end at any moment after (the registry does not wait for the handler). */
+const void *pa_ctl_perf_ring(void);
 /* Does the calling thread block SIGPROF now? */
 int pa_ctl_prof_blocked(void);
 /* Takes and drops the calling thread's pending SIGPROFs of ours (a timer that fired inside

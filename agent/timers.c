@@ -61,13 +61,14 @@ struct perf_sample {
     uint64_t count, id;
 };
 
-int pa_timer_perf_count(struct pa_timer *t, uint64_t *id, uint64_t *count) {
+int pa_timer_perf_count(const void *ring_addr, uint64_t *id, uint64_t *count) {
     enum { DATA = RING_BYTES - 4096, WORDS = sizeof(struct perf_sample) / 8 };
-    /* The agent may end the event (unmap the ring) at any moment: the reads run under the
-     * fault guard, and what they return is checked before it is believed. */
+    /* The event may have ended (its ring unmapped, the address unmapped or mapped again for
+     * anything) at any moment: the reads run under the fault guard, and what they return is
+     * checked before it is believed; the caller compares the id too. */
+    const unsigned char *ring = ring_addr;
     sigjmp_buf env;
     sigjmp_buf *volatile prev = pa_guard_env;
-    const unsigned char *ring = atomic_load(&t->ring);
     if (!ring)
         return 0;
     pa_guard_env = &env;

@@ -50,9 +50,10 @@ int pa_timer_resume(struct pa_timer *t);
 void pa_timer_pause(struct pa_timer *t);
 int pa_timer_is_ours(const siginfo_t *si);
 /* Signal side, on any thread: a perf event's count (its task clock, in ns, kernel time
- * included) at its latest overflow, and the event's id (never reused), read from its ring
- * with no system call. 0 if there is nothing to believe: no running event, no overflow yet, a
- * ring ended or overwritten meanwhile. */
-int pa_timer_perf_count(struct pa_timer *t, uint64_t *id, uint64_t *count);
+ * included) at its latest overflow, and the event's id (never reused), read with no system
+ * call from ring, the address of its ring (t->ring) now or at some time before: the reads
+ * are guarded and checked. 0 if there is nothing to believe: no overflow yet, no ring there
+ * any more, a record overwritten meanwhile. */
+int pa_timer_perf_count(const void *ring, uint64_t *id, uint64_t *count);
 
 #endif
