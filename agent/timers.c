@@ -1,10 +1,10 @@
 /* timers.c: the per-thread timer sources (see timers.h).
  *
- * SIGNAL-HANDLER SIDE: pa_timer_is_ours (a bitmap read); pa_timer_perf_count (guarded reads
- * of the ring); pa_timer_pause and pa_timer_resume
- * (timer_settime, or for a perf event munmap, and the helper process that makes a new one:
- * clone, perf_event_open, fcntl, mmap, ioctl, close, waitpid, system calls only, no lock) run
- * on a thread that changes its signal mask. Everything else runs in normal context under the
+ * SIGNAL-HANDLER SIDE: pa_timer_is_ours (a bitmap read) and pa_timer_perf_count (guarded
+ * reads of a ring) run in the handler; pa_timer_pause and pa_timer_resume (timer_settime, or
+ * for a perf event munmap, and the helper process that makes a new one: clone,
+ * perf_event_open, fcntl, mmap, ioctl, close, waitpid, system calls only, no lock) run on a
+ * thread that changes its signal mask. Everything else runs in normal context under the
  * registry's lock.
  *
  * A perf event lives as long as a reference to its file: a descriptor, or the mapping of its
