@@ -20,6 +20,7 @@
 #include "codecache.h"
 #include "frames.h"
 #include "native.h"
+#include "timerctl.h"
 #include "timers.h"
 
 /* Handler time, two ways: a fine histogram for the percentiles (25 ns steps to 10 us, then
@@ -208,9 +209,12 @@ void pa_handler_fork_child(void) {
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
-/* Perf-event weights (sample_weight): this thread's CPU clock at its last sample, and the part
- * of a period carried over. */
+/* Perf-event weights (sample_weight): this thread's CPU clock at its last sample, the part of
+ * a period carried over, the perf event that gave the last sample its count then, and where
+ * that event's ring was. */
 static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
+static __thread uint64_t tls_event, tls_event_count __attribute__((tls_model("initial-exec")));
+static __thread const void *tls_ring __attribute__((tls_model("initial-exec")));
 
 /* The thread's first sample stands for its CPU time from now on: from its registration, or
  * from the fork in a child, whose clock restarts at 0 while tls_cpu_last still holds the
@@ -221,29 +225,70 @@ void pa_handler_weigh_from_now(void) {
     uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     tls_cpu_last = now ? now : 1; /* 0 means "no reading" */
     tls_cpu_rest = 0;
+    tls_event = 0; /* the next sample reads the clock */
+    tls_ring = NULL;
+}
+
+/* The CPU time this thread used since its last sample, by its perf event's count: the count
+ * at the latest overflow, from the event's ring (no system call). Only while the event is the
+ * one that gave the last sample its count: an event ends whenever the thread blocks SIGPROF
+ * through the library (timers.h), and CPU time between two events is on no event's count.
+ * Then, and whenever the ring cannot be read, the thread's CPU clock (a system call) gives it.
+ * tls_cpu_last moves with the count, so a later clock reading takes over where it stopped;
+ * both are task clocks of the same thread, counted in and out at the same switches.
+ *
+ * The ring is looked for where the last sample found it (tls_ring): the thread's control
+ * block, where the registry keeps it, is a cache line that nothing else in the handler
+ * touches, a cold miss per sample. Ending an event unmaps its ring and a new one often lands
+ * at the same address; either way the record's id, which the kernel never reuses, is not the
+ * last sample's, and the control block is asked again. */
+static uint64_t cpu_used(void) {
+    uint64_t event = 0, count = 0;
+    int same = pa_timer_perf_count(tls_ring, &event, &count) && event == tls_event;
+    if (!same) {
+        event = count = 0;
+        tls_ring = pa_ctl_perf_ring();
+        same = pa_timer_perf_count(tls_ring, &event, &count) && event == tls_event;
+    }
+    if (same && count >= tls_event_count) {
+        uint64_t ran = count - tls_event_count;
+        tls_event_count = count;
+        tls_cpu_last += ran;
+        return ran;
+    }
+    uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID), last = tls_cpu_last;
+    tls_event = event;
+    tls_event_count = count;
+    tls_cpu_last = now;
+    /* The clock is read in the handler, the count was taken at the overflow: the event's next
+     * sample also counts what ran in between (the signal's delivery and this handler, or
+     * more if the signal waited while the thread ran in the kernel), and the next clock
+     * reading takes it back. A sample may take that from its neighbour; the samples' sum is
+     * the clock's. */
+    return now > last ? now - last : 0;
 }
 
 /* How many periods of this thread's CPU time the sample stands for. A POSIX timer's delayed
- * signal carries the periods that expired meanwhile (si_overrun). A perf event counts user
- * time only (timers.c: a signal raised in the kernel would interrupt a system call), so the
- * thread's CPU clock, kernel time included, gives the weight: what it used since its last
- * sample, in whole periods, the rest carried to the next. 0: not a whole period yet. */
+ * signal carries the periods that expired meanwhile (si_overrun). A perf event raises signals
+ * in user time only (timers.c: a signal raised in the kernel would interrupt a system call),
+ * and signals that wait while SIGPROF is blocked or pending merge into one; its count covers
+ * all the thread's CPU time, kernel time included, and gives the weight (cpu_used): what the
+ * thread used since its last sample, in whole periods, the rest carried to the next. 0: not
+ * a whole period yet. */
 static uint64_t sample_weight(const siginfo_t *si) {
     uint64_t w;
     if (si->si_code == SI_TIMER) {
         w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+    } else if (tls_cpu_last == 0) { /* a thread never registered */
+        tls_cpu_last = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        tls_cpu_rest = 0;
+        tls_event = 0;
+        w = 1;
     } else {
-        uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         uint64_t period = 1000000000ULL / cfg.rate;
-        if (tls_cpu_last == 0 || now < tls_cpu_last) { /* a thread never registered */
-            w = 1;
-            tls_cpu_rest = 0;
-        } else {
-            uint64_t used = now - tls_cpu_last + tls_cpu_rest;
-            w = used / period;
-            tls_cpu_rest = used % period;
-        }
-        tls_cpu_last = now;
+        uint64_t used = cpu_used() + tls_cpu_rest;
+        w = used / period;
+        tls_cpu_rest = used % period;
     }
     return w > 1000 ? 1000 : w;
 }

@@ -34,6 +34,13 @@ void pa_ctl_apply(struct pa_thread_ctl *c) {
     atomic_fetch_sub(&c->users, 1);
 }
 
+const void *pa_ctl_perf_ring(void) {
+    struct pa_thread_ctl *c = pa_ctl_self;
+    if (!c || !atomic_load(&c->armed) || c->timer.kind != PA_TIMER_PERF)
+        return NULL;
+    return atomic_load(&c->timer.ring);
+}
+
 int pa_ctl_prof_blocked(void) {
     sigset_t cur;
     pa_real_pthread_sigmask(SIG_BLOCK, NULL, &cur);

@@ -25,6 +25,9 @@ extern __thread struct pa_thread_ctl *pa_ctl_self __attribute__((tls_model("init
 
 /* Runs or stops the timer as the thread's mask says: whoever acts last saw the last mask. */
 void pa_ctl_apply(struct pa_thread_ctl *c);
+/* The ring of the calling thread's perf event (pa_timer_perf_count reads it), or NULL. The
+ * event may end at any moment after (the registry does not wait for the handler). */
+const void *pa_ctl_perf_ring(void);
 /* Does the calling thread block SIGPROF now? */
 int pa_ctl_prof_blocked(void);
 /* Takes and drops the calling thread's pending SIGPROFs of ours (a timer that fired inside

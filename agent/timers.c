@@ -1,9 +1,10 @@
 /* timers.c: the per-thread timer sources (see timers.h).
  *
- * SIGNAL-HANDLER SIDE: pa_timer_is_ours (a bitmap read); pa_timer_pause and pa_timer_resume
- * (timer_settime, or for a perf event munmap, and the helper process that makes a new one:
- * clone, perf_event_open, fcntl, mmap, ioctl, close, waitpid, system calls only, no lock) run
- * on a thread that changes its signal mask. Everything else runs in normal context under the
+ * SIGNAL-HANDLER SIDE: pa_timer_is_ours (a bitmap read) and pa_timer_perf_count (guarded
+ * reads of a ring) run in the handler; pa_timer_pause and pa_timer_resume (timer_settime, or
+ * for a perf event munmap, and the helper process that makes a new one: clone,
+ * perf_event_open, fcntl, mmap, ioctl, close, waitpid, system calls only, no lock) run on a
+ * thread that changes its signal mask. Everything else runs in normal context under the
  * registry's lock.
  *
  * A perf event lives as long as a reference to its file: a descriptor, or the mapping of its
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include "../base/realfns.h"
+#include "guard.h"
 
 enum { FD_BITS = 65536 };
 
@@ -51,6 +53,58 @@ static _Atomic uint64_t perf_fds[FD_BITS / 64];
 enum { RING_BYTES = 2 * 4096 };  /* the control page and one data page */
 static _Atomic int perf_denied;  /* perf_event_open refused once: do not ask again */
 static _Atomic int helper_fails; /* clone refused once (a seccomp filter): POSIX timers */
+
+/* The sample record of an overflow (sample_type PERF_SAMPLE_READ, read_format PERF_FORMAT_ID):
+ * the header, then the event's count and id. */
+struct perf_sample {
+    struct perf_event_header h;
+    uint64_t count, id;
+};
+
+int pa_timer_perf_count(const void *ring_addr, uint64_t *id, uint64_t *count) {
+    enum { DATA = RING_BYTES - 4096, WORDS = sizeof(struct perf_sample) / 8 };
+    /* The event may have ended (its ring unmapped, the address unmapped or mapped again for
+     * anything) at any moment: the reads run under the fault guard, and what they return is
+     * checked before it is believed; the caller compares the id too. */
+    const unsigned char *ring = ring_addr;
+    sigjmp_buf env;
+    sigjmp_buf *volatile prev = pa_guard_env;
+    if (!ring)
+        return 0;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0)) {
+        pa_guard_env = prev;
+        return 0;
+    }
+    const struct perf_event_mmap_page *pg = (const void *)ring;
+    const unsigned char *data = ring + 4096;
+    int ok = 0;
+    /* The last record is the latest overflow's: only sample records are written (the ring is
+     * read-only, so it is overwritten, never full; no other record was asked for), except
+     * throttling notices (the kernel's limit on samples per tick), 32 bytes whose last 24
+     * fail the header check (the caller then reads the clock). The kernel publishes
+     * data_head after writing the record; it overwrites a record only DATA bytes later, which
+     * the second look at data_head rules out. */
+    uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+    if (head >= sizeof(struct perf_sample) && head % 8 == 0) {
+        uint64_t w[WORDS], at = head - sizeof(struct perf_sample);
+        for (unsigned i = 0; i < WORDS; i++) /* a record may wrap around the data's end */
+            w[i] = PA_READ(uint64_t, data + (at + 8 * i) % DATA);
+        struct perf_event_header h;
+        memcpy(&h, &w[0], sizeof h);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        uint64_t again = __atomic_load_n(&pg->data_head, __ATOMIC_RELAXED);
+        if (h.type == PERF_RECORD_SAMPLE && h.size == sizeof(struct perf_sample) &&
+            (h.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER &&
+            again - at <= DATA) {
+            *count = w[1];
+            *id = w[2];
+            ok = 1;
+        }
+    }
+    pa_guard_env = prev;
+    return ok;
+}
 
 int pa_timer_is_ours(const siginfo_t *si) {
     if (si->si_code == SI_TIMER)
@@ -97,6 +151,10 @@ static int perf_helper(void *arg) {
     a.size = sizeof a;
     a.config = PERF_COUNT_SW_TASK_CLOCK;
     a.sample_period = (uint64_t)job->period_ns;
+    /* Each overflow's record carries the event's count then (kernel time included) and its
+     * id: the handler weighs samples by it without a system call (pa_timer_perf_count). */
+    a.sample_type = PERF_SAMPLE_READ;
+    a.read_format = PERF_FORMAT_ID;
     a.wakeup_events = 1;
     a.disabled = 1; /* until its signal goes to the thread */
     /* Only overflows in user mode signal: one raised while the thread is in the kernel would

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -48,5 +49,11 @@ void pa_timer_forget(struct pa_timer *t);
 int pa_timer_resume(struct pa_timer *t);
 void pa_timer_pause(struct pa_timer *t);
 int pa_timer_is_ours(const siginfo_t *si);
+/* Signal side, on any thread: a perf event's count (its task clock, in ns, kernel time
+ * included) at its latest overflow, and the event's id (never reused), read with no system
+ * call from ring, the address of its ring (t->ring) now or at some time before: the reads
+ * are guarded and checked. 0 if there is nothing to believe: no overflow yet, no ring there
+ * any more, a record overwritten meanwhile. */
+int pa_timer_perf_count(const void *ring, uint64_t *id, uint64_t *count);
 
 #endif

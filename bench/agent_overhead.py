@@ -3,7 +3,8 @@
 
   bench/agent_overhead.py [--python PY] [--rounds N] [--lib build/release/lib/libpyagent.so]
   bench/agent_overhead.py --handler-per-version     (handler cost at depth 30, every interpreter)
-  bench/agent_overhead.py --compare-lib OLD.so      (handler cost of an older build and this one)
+  bench/agent_overhead.py --compare-lib OLD.so      (handler cost of an older build and this one,
+                                                      and both builds' +CPU at 1 and 10 kHz)
   bench/agent_overhead.py --peers [--rounds N]       (1 kHz, 10 kHz, native; CPython 3.15's
                                                       profiling.sampling and Austin, same run)
 
@@ -123,6 +124,30 @@ def handler_compare(py, libs, depths, runs, tmp, seconds=3.0):
             for lib in libs}
 
 
+COMPARE_WORKLOADS = ["fib", "deep"]
+COMPARE_RATES = [1000, 10000]
+
+
+def cpu_compare(py, libs, rounds, tmp):
+    """+CPU of several builds at COMPARE_RATES, each round running the workload without the
+    agent and then with every build at every rate (alternating, as in overhead()):
+    [{workload, lib, rate, ratios}]."""
+    rows = []
+    for w in COMPARE_WORKLOADS:
+        prog = os.path.join(HERE, "workloads", w + ".py")
+        reps = calibrate(py, prog, tmp, 3.0)
+        got = {(lib, rate): [] for lib in libs for rate in COMPARE_RATES}
+        for _ in range(rounds):
+            b = run_cpu([py, prog, reps], base_env(tmp))
+            for rate in COMPARE_RATES:
+                for lib in libs:
+                    got[(lib, rate)].append(run_cpu([py, prog, reps], agent_env(tmp, lib, rate)) / b)
+                    read_header(tmp)
+        rows += [{"workload": w, "lib": lib, "rate": rate, "ratios": got[(lib, rate)]}
+                 for lib in libs for rate in COMPARE_RATES]
+    return rows
+
+
 SID = os.path.expanduser("~/.cache/pyagent/sid/root/usr/bin")
 PEER_WORKLOADS = ["fib", "deep", "objects"]
 
@@ -190,7 +215,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--handler-runs", type=int, default=5)
     ap.add_argument("--handler-per-version", action="store_true")
-    ap.add_argument("--compare-lib", help="a second build's libpyagent.so: handler cost of both, alternating")
+    ap.add_argument("--compare-lib", help="a second build's libpyagent.so: handler cost and +CPU of both, alternating")
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -224,6 +249,15 @@ def main():
                     x["depth"], name, statistics.median(x["p50s"]) / 1000, min(x["p50s"]) / 1000,
                     max(x["p50s"]) / 1000, statistics.median(x["p99s"]) / 1000,
                     min(x["p99s"]) / 1000, max(x["p99s"]) / 1000))
+        result["compare_cpu"] = cpu_compare(a.python, libs, a.rounds, tmp)
+        print("\n%d alternating rounds per workload; +CPU against the same run without the agent\n" % a.rounds)
+        print("| workload | rate | build | +CPU: median (range) |")
+        print("|---|---|---|---|")
+        for r in result["compare_cpu"]:
+            pct = [(x - 1) * 100 for x in r["ratios"]]
+            print("| %s | %d Hz | %s | %+.2f%% (%+.2f to %+.2f) |" % (
+                r["workload"], r["rate"], "base" if r["lib"] == libs[0] else "this",
+                statistics.median(pct), min(pct), max(pct)))
     elif a.handler_per_version:
         print("| interpreter | handler p50 at depth 30 | p99 |")
         print("|---|---|---|")
