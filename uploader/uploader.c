@@ -142,7 +142,8 @@ static uint32_t code_frame(const struct pa_frame *f) {
         [PA_SYN_IDLE] = "<idle>",
         [PA_SYN_GIL_WAIT] = "<waiting for the GIL>",
         [PA_SYN_STARTUP] = "<startup>",
-        [PA_SYN_SHUTDOWN] = "<shutdown>"};
+        [PA_SYN_SHUTDOWN] = "<shutdown>",
+        [PA_SYN_GC] = "<GC>"};
     if (f->id == PA_SYN_INTERP)
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
     else if (f->id < PA_SYN_FIRST_CODE)
