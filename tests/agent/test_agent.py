@@ -295,7 +295,7 @@ def test_gc_share(ctx):
     not. It is while it holds the GIL between two calls (the hash object's creation, digest
     and deallocation), if it took it when the collector ran Python code (the timing callback
     here) and let it go: at most 4% of its samples, a tenth of what the flag alone would give
-    (0.5-1.6% measured on the matrix; docs/interpreters.md)."""
+    (0.1-1.6% over two runs of the matrix; docs/interpreters.md)."""
     rate = 1000
     r = ctx.run(["gc_share.py", "truth.json", "4", "cycles"], env={"PYAGENT_RATE": str(rate)})
     check(r.rc == 0, "gc_share.py failed: %s" % r.err[-2000:])
