@@ -191,7 +191,8 @@ const char *pa_code_synthetic_name(uint32_t id) {
                                                          [PA_SYN_GIL_WAIT] =
                                                              "<waiting for the GIL>",
                                                          [PA_SYN_STARTUP] = "<startup>",
-                                                         [PA_SYN_SHUTDOWN] = "<shutdown>"};
+                                                         [PA_SYN_SHUTDOWN] = "<shutdown>",
+                                                         [PA_SYN_GC] = "<GC>"};
     return id < PA_SYN_FIRST_CODE && names[id] ? names[id] : "<unknown>";
 }
 

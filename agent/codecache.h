@@ -22,6 +22,7 @@ enum pa_synthetic {
     PA_SYN_STARTUP = 7,   /* <startup>: before the interpreter is initialized */
     PA_SYN_SHUTDOWN = 8,  /* <shutdown>: finalizing, or finalized before our exit flush */
     PA_SYN_INTERP = 9,    /* interp:ID, the root of a sub-interpreter's sample; line = ID */
+    PA_SYN_GC = 10,       /* <GC>: the leaf while this thread runs the cyclic collector */
     PA_SYN_FIRST_CODE = 16,
 };
 

@@ -202,6 +202,26 @@ static int holds_gil(const struct pa_python *py, uintptr_t ts) {
            PA_READ(uintptr_t, gil + py->layout.gil_holder) == ts;
 }
 
+/* Is the thread state's own thread running the cyclic collector? The flag is per interpreter
+ * (the runtime's on 3.8) and says only that a collection is under way; the thread doing it
+ * holds the GIL throughout (a collection runs under it from the allocation or the evaluation
+ * loop's check that triggered it), so the flag counts for the GIL's holder alone. A finalizer
+ * or gc.callbacks function that releases the GIL mid-collection lets another thread run while
+ * the flag is still set: that thread's samples would read as <GC> too (docs/interpreters.md).
+ * Under the caller's guard. */
+static int collecting(const struct pa_python *py, uintptr_t ts) {
+    const struct pa_layout *l = &py->layout;
+    if (!l->gc_collecting)
+        return 0;
+    uintptr_t base = py->runtime;
+    if (l->gc_via_interp) {
+        base = PA_READ(uintptr_t, ts + l->ts_interp);
+        if (!pa_aligned(base, 8))
+            return 0;
+    }
+    return PA_READ(int, base + l->gc_collecting) != 0 && holds_gil(py, ts);
+}
+
 /* Wall mode: what the interrupted thread was doing. A signal is delivered on the way back
  * from the kernel, so a thread that was *waiting* in a system call shows either a call to be
  * restarted (SA_RESTART: the instruction pointer is back on the `syscall` instruction and
@@ -307,6 +327,15 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             }
         }
     }
+    /* A running thread inside a collection: <GC> is the leaf, under the frame whose
+     * allocation (or evaluation-loop check) started it. A waiting thread keeps its state; a
+     * stack of one slot keeps it for <truncated>. */
+    if (depth == 0 && room > 1 && ts && collecting(py, ts)) {
+        out[depth].id = PA_SYN_GC;
+        out[depth].line = 0;
+        out[depth].instr = 0;
+        depth++;
+    }
     uintptr_t f = ts ? top_frame(py, ts) : 0;
 #ifdef PYAGENT_FAULT_INJECTION
     if (pa_walk_inject_every &&
@@ -369,7 +398,8 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         f = PA_READ(uintptr_t, f + l->fr_back);
     }
     pa_guard_env = 0;
-    if (depth == 0 || (depth == 1 && out[0].id >= PA_SYN_IDLE && out[0].id <= PA_SYN_GIL_WAIT)) {
+    if (depth == 0 || (depth == 1 && ((out[0].id >= PA_SYN_IDLE && out[0].id <= PA_SYN_GIL_WAIT) ||
+                                      out[0].id == PA_SYN_GC))) {
         out[depth].id = PA_SYN_NO_PYTHON;
         out[depth].line = 0;
         out[depth].instr = 0;

@@ -24,7 +24,7 @@
 static_assert(PA_SYN_ENTRY != (unsigned)PA_SYN_UNKNOWN &&
                   PA_SYN_ENTRY != (unsigned)PA_SYN_TRUNCATED &&
                   PA_SYN_ENTRY != (unsigned)PA_SYN_NO_PYTHON &&
-                  PA_SYN_ENTRY < (unsigned)PA_SYN_FIRST_CODE,
+                  PA_SYN_ENTRY != (unsigned)PA_SYN_GC && PA_SYN_ENTRY < (unsigned)PA_SYN_FIRST_CODE,
               "PA_SYN_ENTRY must be a free synthetic id");
 
 /* Native frames live in the same struct pa_frame as Python frames: the top bit of id marks

@@ -133,6 +133,9 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     /* The GIL's fields are published relative to the interpreter's own embedded GIL. */
     l->gil_locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]);
     l->gil_holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
+    /* The collector's flag is published as its offset in struct _gc_runtime_state, which
+     * sits at interpreter_state.gc. */
+    l->gc_collecting = (unsigned)(d[l->dbg.is_gc] + d[l->dbg.gc_collecting]);
 #undef TAKE
     py->debug_offsets = 1;
     return 0;

@@ -41,13 +41,16 @@ struct pa_layout {
     unsigned b_size, b_sval;
     unsigned gil_via_interp, gil_off, gil_locked, gil_holder;
     unsigned fr_is_entry; /* 3.11 only: _PyInterpreterFrame.is_entry */
+    /* The cyclic collector's "collecting" flag (an int): at _PyRuntime + gc_collecting on
+     * 3.8, at the interpreter + gc_collecting from 3.9 on (gc_via_interp). */
+    unsigned gc_via_interp, gc_collecting;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
             is_threads_head, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_thread_id,
             fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
             co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size,
-            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status;
+            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status, is_gc, gc_collecting;
     } dbg;
 };
 

@@ -5,6 +5,8 @@
   bench/agent_overhead.py --handler-per-version     (handler cost at depth 30, every interpreter)
   bench/agent_overhead.py --compare-lib OLD.so      (handler cost of an older build and this one,
                                                       and both builds' +CPU at 1 and 10 kHz)
+  bench/agent_overhead.py --compare-lib OLD.so --gc (handler cost of both on a workload about
+                                                      half inside the cyclic garbage collector)
   bench/agent_overhead.py --peers [--rounds N]       (1 kHz, 10 kHz, native; CPython 3.15's
                                                       profiling.sampling and Austin, same run)
 
@@ -108,15 +110,19 @@ def handler_cost(py, lib, depths, runs, tmp, seconds=3.0):
     return rows
 
 
-def handler_compare(py, libs, depths, runs, tmp, seconds=3.0):
+def handler_compare(py, libs, depths, runs, tmp, seconds=3.0, gc=False):
     """The handler's p50/p99 of several builds, alternating run by run so that the machine's
-    drift falls on each alike: {lib: [{depth, p50s, p99s}]}."""
+    drift falls on each alike: {lib: [{depth, p50s, p99s}]}. gc: the workload is the <GC>
+    test's (reference cycles, about half the samples inside collections; depth unused)."""
     prog = os.path.join(HERE, "workloads", "depth.py")
+    gc_prog = os.path.join(ROOT, "tests", "agent", "programs", "gc_share.py")
     got = {lib: {d: ([], []) for d in depths} for lib in libs}
     for _ in range(runs):
         for d in depths:
             for lib in libs:
-                run_cpu([py, prog, str(d), str(seconds)], agent_env(tmp, lib, 250))
+                argv = ([py, gc_prog, os.path.join(tmp, "gc.json"), str(seconds), "cycles", "alone"] if gc
+                        else [py, prog, str(d), str(seconds)])
+                run_cpu(argv, agent_env(tmp, lib, 250))
                 h = read_header(tmp)
                 got[lib][d][0].append(int(h.get("handler_p50_ns", 0)))
                 got[lib][d][1].append(int(h.get("handler_p99_ns", 0)))
@@ -216,6 +222,7 @@ def main():
     ap.add_argument("--handler-runs", type=int, default=5)
     ap.add_argument("--handler-per-version", action="store_true")
     ap.add_argument("--compare-lib", help="a second build's libpyagent.so: handler cost and +CPU of both, alternating")
+    ap.add_argument("--gc", action="store_true", help="with --compare-lib: the garbage collector's workload")
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -238,15 +245,17 @@ def main():
                                                  (statistics.median(vals) - 1) * 100))
     elif a.compare_lib:
         libs = [os.path.abspath(a.compare_lib), lib]
-        result["compare"] = handler_compare(a.python, libs, [10, 30, 100], a.handler_runs, tmp)
-        print("Python: %s; %d alternating runs per depth\n" % (a.python, a.handler_runs))
-        print("| stack depth | build | handler p50: median (range) | handler p99: median (range) |")
+        depths = [0] if a.gc else [10, 30, 100]
+        result["compare"] = handler_compare(a.python, libs, depths, a.handler_runs, tmp, 2.0 if a.gc else 3.0, a.gc)
+        print("Python: %s; %d alternating runs per %s\n" % (a.python, a.handler_runs, "build" if a.gc else "depth"))
+        print("| %s | build | handler p50: median (range) | handler p99: median (range) |"
+              % ("workload" if a.gc else "stack depth"))
         print("|---|---|---|---|")
         for i, r in enumerate(result["compare"][libs[0]]):
             for name, l in (("base", libs[0]), ("this", libs[1])):
                 x = result["compare"][l][i]
-                print("| %d | %s | %.2f µs (%.2f–%.2f) | %.2f µs (%.2f–%.2f) |" % (
-                    x["depth"], name, statistics.median(x["p50s"]) / 1000, min(x["p50s"]) / 1000,
+                print("| %s | %s | %.2f µs (%.2f–%.2f) | %.2f µs (%.2f–%.2f) |" % (
+                    "gc_share" if a.gc else x["depth"], name, statistics.median(x["p50s"]) / 1000, min(x["p50s"]) / 1000,
                     max(x["p50s"]) / 1000, statistics.median(x["p99s"]) / 1000,
                     min(x["p99s"]) / 1000, max(x["p99s"]) / 1000))
         result["compare_cpu"] = cpu_compare(a.python, libs, a.rounds, tmp)

@@ -131,6 +131,16 @@ int main(void) {
 #endif
     printf("     .gil_locked = %u, .gil_holder = %u,\n", OFF(struct _gil_runtime_state, locked),
            OFF(struct _gil_runtime_state, last_holder));
+    /* The cyclic collector's "collecting" flag: in _PyRuntime's GC state on 3.8, in each
+     * interpreter's from 3.9 (struct _gc_runtime_state; set around a whole collection, its
+     * gc.callbacks included, by every version up to the incremental collector of 3.14). */
+#if PY_VERSION_HEX >= 0x03090000
+    printf("     .gc_via_interp = 1, .gc_collecting = %u,\n",
+           OFF(PyInterpreterState, gc) + OFF(struct _gc_runtime_state, collecting));
+#else
+    printf("     .gc_via_interp = 0, .gc_collecting = %u,\n",
+           OFF(_PyRuntimeState, gc) + OFF(struct _gc_runtime_state, collecting));
+#endif
     /* 3.11 marks the first frame of each C call of the evaluation loop; later versions push
      * a shim frame there instead (owner >= owner_skip). */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
@@ -165,10 +175,12 @@ int main(void) {
     printf("             .u_ascii_size = %u, .gil_off = %u, .gil_struct = %u,\n",
            DBG(unicode_object.asciiobject_size), DBG(interpreter_state.ceval_gil),
            DBG(interpreter_state.gil_runtime_state));
-    printf("             .gil_locked = %u, .gil_holder = %u, .is_id = %u, .ts_status = %u}},\n",
+    printf("             .gil_locked = %u, .gil_holder = %u, .is_id = %u, .ts_status = %u,\n",
            DBG(interpreter_state.gil_runtime_state_locked),
            DBG(interpreter_state.gil_runtime_state_holder), DBG(interpreter_state.id),
            DBG(thread_state.status));
+    printf("             .is_gc = %u, .gc_collecting = %u}},\n", DBG(interpreter_state.gc),
+           DBG(gc.collecting));
 #else
     printf("     .dbg = {0}},\n");
 #endif

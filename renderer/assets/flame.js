@@ -1240,7 +1240,8 @@
       ul.appendChild(li);
     }
     $('sec-threads').hidden = sorted.length === 0;
-    /* Thread states: the share of samples whose leaf is a state (<idle>, <waiting for the GIL>). */
+    /* Thread states: the share of samples whose leaf is a state (<idle>, <waiting for the GIL>,
+     * <GC>). */
     const states = new Map();
     let leafTotal = 0;
     for (let i = 0; i < n; i++) {

@@ -6,6 +6,7 @@
 Each case is a function test_CASE(ctx); it passes by returning, fails by raising."""
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -250,6 +251,101 @@ def test_unsupported_builds(ctx):
 def share_of(p, pred, among):
     n = p.total(among)
     return 100.0 * p.total(pred) / n if n else 0.0
+
+
+def gc_shares(p, truth, clock=""):
+    """(sampled %, measured %, samples) of the collector in make_cycles(), and the names of
+    the frames right above its <GC> leaves there, with their counts. clock "_wall": the
+    measured share in wall time."""
+    in_work = has_frame("make_cycles")
+    n = p.total(in_work)
+    gc = p.total(lambda fr: in_work(fr) and fr[-1] == "<GC>")
+    parents = {}
+    for frames, c in p.stacks:
+        if frames[-1] == "<GC>" and in_work(frames):
+            k = frame_name(frames[-2]) if len(frames) > 1 else "(none)"
+            parents[k] = parents.get(k, 0) + c
+    return 100.0 * gc / max(n, 1), 100.0 * truth["gc" + clock] / truth["total" + clock], n, parents
+
+
+def check_gc_share(p, truth, rate, clock="", slack=1.0, under_work=0.9):
+    """<GC>'s share of make_cycles()'s samples within slack points plus three standard
+    deviations of a binomial count of that many samples (3.4 points at 4,000 samples and a 50%
+    share) of the share gc.callbacks measured; every <GC> there right under make_cycles() or
+    the callback that times the collections (it runs inside them), at least under_work of
+    them under make_cycles()."""
+    got, want, n, parents = gc_shares(p, truth, clock)
+    expected = rate * truth["total" + clock]
+    check(n >= 0.8 * expected, "%d samples in make_cycles() stand for %.2f s; it used %.2f s (header %r)"
+          % (n, n / rate, truth["total" + clock], p.meta))
+    q = want / 100.0
+    tolerance = slack + 300.0 * math.sqrt(q * (1 - q) / n)
+    report = "<GC> %.2f%% of %d samples, %.2f%% measured in %d collections (tolerance %.1f points); parents %r" % (
+        got, n, want, truth["collections"], tolerance, parents)
+    check(truth["collections"] > 0 and want > 5.0, "the workload hardly collected: " + report)
+    check(abs(got - want) <= tolerance, "share off: " + report)
+    check(set(parents) <= {"make_cycles", "gc_timer"}, "<GC> under other frames: " + report)
+    check(parents.get("make_cycles", 0) >= under_work * sum(parents.values()), "<GC> not under make_cycles(): " + report)
+    return report
+
+
+def test_gc_share(ctx):
+    """Samples taken while the cyclic collector runs end in a <GC> leaf under the Python frame
+    whose allocation started it, in the share of CPU time the collections took (measured with
+    gc.callbacks and time.thread_time(); a workload of reference cycles, about 40-60% of its
+    CPU in the collector, 4 s of CPU at 1 kHz). The flag is the interpreter's, so it counts
+    for the thread holding the GIL only: a second thread hashing meanwhile (its GIL released),
+    which the flag alone would call <GC> in about the collector's share of its samples, is
+    not. It is while it holds the GIL between two calls (the hash object's creation, digest
+    and deallocation), if it took it when the collector ran Python code (the timing callback
+    here) and let it go: at most 4% of its samples, a tenth of what the flag alone would give
+    (0.1-1.6% over two runs of the matrix; docs/interpreters.md)."""
+    rate = 1000
+    r = ctx.run(["gc_share.py", "truth.json", "4", "cycles"], env={"PYAGENT_RATE": str(rate)})
+    check(r.rc == 0, "gc_share.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    report = check_gc_share(p, truth, rate)
+    other = p.total(lambda fr: fr[0] == "thread:Hasher")
+    other_gc = p.total(lambda fr: fr[0] == "thread:Hasher" and "<GC>" in fr)
+    check(other > 0, "the Hasher thread was not sampled")
+    check(other_gc <= 0.04 * other, "%d of the Hasher thread's %d samples are <GC>" % (other_gc, other))
+    print("%s; Hasher: %d of %d samples <GC>" % (report, other_gc, other))
+
+
+def test_gc_wall_mode(ctx):
+    """PYAGENT_MODE=wall: the same <GC> leaves, in the share of wall time the collections took
+    (time.perf_counter() in the same callbacks): a running thread is sampled by its CPU-time
+    timer as in CPU mode, and the tick thread's samples of it waiting for a CPU mid-collection
+    (on a loaded machine) read the same flag and GIL holder. Within 8 points plus three
+    standard deviations, and at least half of the <GC> under make_cycles(): the tick thread
+    counts the time a thread waited for a CPU at the stack it has when the tick thread itself
+    gets a CPU (docs/modes.md), and a thread is taken off a CPU mostly on its way back from a
+    system call, here the timing callback's clock reads. Under a load average of 12 on 2
+    CPUs the share was up to 6 points high, the callback up to 23% of the <GC>."""
+    rate = 1000
+    r = ctx.run(["gc_share.py", "truth.json", "2", "cycles", "alone"],
+                env={"PYAGENT_RATE": str(rate), "PYAGENT_MODE": "wall"})
+    check(r.rc == 0, "gc_share.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    check(p.meta.get("mode") == "wall", "header %r" % p.meta)
+    print(check_gc_share(p, truth, rate, "_wall", slack=8.0, under_work=0.5))
+
+
+def test_gc_disabled(ctx):
+    """gc.disable() and objects without cycles (reference counting frees them): no
+    collection runs, and no sample of the workload has a <GC> frame."""
+    rate = 1000
+    r = ctx.run(["gc_share.py", "truth.json", "1.5", "plain", "alone"], env={"PYAGENT_RATE": str(rate)})
+    check(r.rc == 0, "gc_share.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    check(truth["collections"] == 0, "the workload collected: %r" % truth)
+    p = r.profile()
+    n = p.total(has_frame("make_cycles"))
+    check(n >= 0.8 * rate * truth["total"], "%d samples in make_cycles(), %.2f s of CPU" % (n, truth["total"]))
+    gc = p.total(lambda fr: has_frame("make_cycles")(fr) and "<GC>" in fr)
+    check(gc == 0, "%d of %d samples of make_cycles() have <GC>" % (gc, n))
 
 
 def test_native_frames(ctx):
