@@ -1256,7 +1256,10 @@ SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
     "launcher", "off_switch", "handler_histogram", "masked_cpu_counted", "kernel_time_counted",
-    "dump_threads", "dump_gil_deadlock", "dump_refusals", "dump_invisible", "top_in_tmux")})
+    "dump_threads", "dump_gil_deadlock", "dump_refusals", "dump_invisible", "top_in_tmux",
+    # The flag gc_share reads on every interpreter, read again from the tick thread: wall time
+    # against wall time, the loosest of the GC checks (8 points of slack), on the spread only.
+    "gc_wall_mode")})
 
 
 def main():
