@@ -14,6 +14,7 @@
 #include "profile.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@ struct pa_coll_store {
     pthread_mutex_t pool_lock;
     sqlite3 *pool[POOL_MAX];
     int npool;
+
+    int kill_after; /* fault injection: SIGKILL after this many batches commit (0: never) */
 };
 
 static int fail(int status, pa_error *err, const char *fmt, ...) {
@@ -291,6 +294,10 @@ static void *writer_main(void *arg) {
             pthread_mutex_lock(&st->wlock);
             commit_batch(st, batch);
             pthread_mutex_unlock(&st->wlock);
+            /* A crash between COMMIT and the answer, the one a client cannot tell from a lost
+             * upload: the tests use it to show that a resend is not stored twice. */
+            if (st->kill_after > 0 && --st->kill_after == 0)
+                raise(SIGKILL);
             pthread_mutex_lock(&st->lock);
             for (struct job *j = batch; j; j = j->next)
                 j->done = true;
@@ -507,6 +514,8 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
         return fail(-1, err, "out of memory");
     }
     st->opt = *opt;
+    const char *fault = getenv("PYAGENT_COLLECTOR_FAULT_KILL_AFTER_COMMITS");
+    st->kill_after = fault ? atoi(fault) : 0;
     if (open_conn(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &st->w, err) != 0)
         goto fail;
     char sync[64];
