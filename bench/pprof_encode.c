@@ -215,10 +215,10 @@ static void bodies(const pa_profile *p, int rounds) {
             pa_buf out = {0};
             pa_error err;
             double t0 = now_cpu();
-            int rc = k == 0 ? pa_pprof_encode(p, 1, &out, &err)
-                     : k == 1
-                         ? pa_wire_push(p, "shop", labels, 3, "id", &out, &err)
-                         : pa_wire_otlp(p, "shop", labels, 3, 1700000000, 1700000010, &out, &err);
+            int rc = k == 0   ? pa_pprof_encode(p, 1, &out, &err)
+                     : k == 1 ? pa_wire_push(p, "shop", labels, 3, "id", &out, &err)
+                              : pa_wire_otlp(p, "shop", labels, 3, 1700000000, 1700000010, NULL,
+                                             &out, &err);
             t[r] = now_cpu() - t0;
             if (rc != 0)
                 abort();

@@ -146,6 +146,22 @@ static const char *profile_type(const Profile *pr, const Dictionary *d, int *div
     return *pt ? pt : "process_cpu";
 }
 
+/* The id of a profile's upload for its si-th service: "otlp:HEX/SI" from its profile_id, so
+ * that a resent request is stored once (store.h); "" when it has none (absent or all zero,
+ * which OTLP calls invalid). */
+static void upload_id(const Profile *pr, size_t si, char *out, size_t len) {
+    const ProtobufCBinaryData *pid = &pr->profile_id;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < pid->len; i++)
+        nonzero += pid->data[i] != 0;
+    if (nonzero == 0 || pid->len > 16)
+        return;
+    int n = snprintf(out, len, "otlp:");
+    for (size_t i = 0; i < pid->len; i++)
+        n += snprintf(out + n, len - (size_t)n, "%02x", pid->data[i]);
+    snprintf(out + n, len - (size_t)n, "/%zu", si);
+}
+
 /* One profile: its samples per service, each service's converted and added to the batch. */
 static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Dictionary *d,
                        const char *service, const struct pa_coll_pair *labels, size_t nlabels,
@@ -217,9 +233,11 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
             rc = pa_coll_push_name(&name, services[si], type, labels, nlabels, err);
             if (rc == 0 && pa_pprof_encode(p, 0, &pprof, &perr) != 0)
                 rc = fail(err, 500, "%s", perr.msg);
+            char id[80] = "";
+            upload_id(pr, si, id, sizeof id);
             if (rc == 0)
-                rc = pa_coll_batch_add(b, name.data, "otlp", from, until, pr->time_unix_nano, rate,
-                                       (const uint8_t *)pprof.data, pprof.len, rq, err);
+                rc = pa_coll_batch_add(b, name.data, "otlp", id, from, until, pr->time_unix_nano,
+                                       rate, (const uint8_t *)pprof.data, pprof.len, rq, err);
             pa_buf_free(&name);
             pa_buf_free(&pprof);
         }

@@ -132,18 +132,22 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
 
 /* ---- the batch -------------------------------------------------------------------------- */
 
-int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
-                      int64_t until, uint64_t time_ns, int64_t rate, const uint8_t *pprof,
-                      size_t len, const struct pa_coll_proto_request *rq, pa_error *err) {
+int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, const char *id,
+                      int64_t from, int64_t until, uint64_t time_ns, int64_t rate,
+                      const uint8_t *pprof, size_t len, const struct pa_coll_proto_request *rq,
+                      pa_error *err) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 8;
         struct pa_coll_ingest_result *v = realloc(b->v, cap * sizeof *v);
         if (v)
             b->v = v;
         char **spies = v ? realloc(b->spy, cap * sizeof *spies) : NULL;
-        if (!spies)
+        if (spies)
+            b->spy = spies;
+        char **ids = spies ? realloc(b->id, cap * sizeof *ids) : NULL;
+        if (!ids)
             return fail(err, 503, "out of memory; retry later");
-        b->spy = spies;
+        b->id = ids;
         b->cap = cap;
     }
     char f[32], u[32], r[32];
@@ -170,7 +174,9 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy
         pa_coll_ingest_result_free(res);
         return rc;
     }
-    if (!(b->spy[b->n] = strdup(spy))) {
+    b->id[b->n] = NULL;
+    if (!(b->spy[b->n] = strdup(spy)) || (id && *id && !(b->id[b->n] = strdup(id)))) {
+        free(b->spy[b->n]);
         pa_coll_ingest_result_free(res);
         return fail(err, 503, "out of memory; retry later");
     }
@@ -182,14 +188,17 @@ int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int 
                          pa_error *err) {
     for (size_t i = 0; status == 0 && i < b->n; i++) {
         struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], b->spy[i]);
+        u.id = b->id[i];
         status = pa_coll_store_insert(st, &u, err);
     }
     for (size_t i = 0; i < b->n; i++) {
         pa_coll_ingest_result_free(&b->v[i]);
         free(b->spy[i]);
+        free(b->id[i]);
     }
     free(b->v);
     free(b->spy);
+    free(b->id);
     memset(b, 0, sizeof *b);
     return status;
 }
@@ -239,8 +248,10 @@ static int add_series(struct pa_coll_batch *b, const Push__V1__RawProfileSeries 
             int64_t until = from + (dur >= 1000000000u ? (int64_t)(dur / 1000000000u) : 1);
             int64_t rate =
                 period > 0 && period <= 1000000000u ? (int64_t)(1000000000u / period) : 0;
-            rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", from, until, t, rate, data,
-                                   len, rq, err);
+            /* The sample's ID: Pyroscope's clients set a random one per profile (ours: a
+             * UUID, spooled with the body), so a resend is stored once (store.h). */
+            rc = pa_coll_batch_add(b, name.data, spy ? spy : "push", s->samples[k]->id, from, until,
+                                   t, rate, data, len, rq, err);
         }
         free(plain);
         pa_coll_share_release(&share);

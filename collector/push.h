@@ -48,14 +48,17 @@ int pa_coll_push_name(pa_buf *out, const char *service, const char *type,
 struct pa_coll_batch {
     struct pa_coll_ingest_result *v;
     char **spy; /* per profile: the client (pyroscope_spy, else the protocol) */
+    char **id;  /* per profile: the client's id of it (store.h), or NULL */
     size_t n, cap;
 };
 /* Decodes one pprof (gzip or plain) of series `name` covering [from, until) into the batch;
- * time_ns is the profile's own time, checked against rq's rules (0: none, taken as of now).
- * 0, or a status (400, 413, 422, 503) with err. */
-int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, int64_t from,
-                      int64_t until, uint64_t time_ns, int64_t rate, const uint8_t *pprof,
-                      size_t len, const struct pa_coll_proto_request *rq, pa_error *err);
+ * time_ns is the profile's own time, checked against rq's rules (0: none, taken as of now);
+ * id (NULL or "": none) names it, so that a resend is stored once. 0, or a status (400, 413,
+ * 422, 503) with err. */
+int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy, const char *id,
+                      int64_t from, int64_t until, uint64_t time_ns, int64_t rate,
+                      const uint8_t *pprof, size_t len, const struct pa_coll_proto_request *rq,
+                      pa_error *err);
 /* Stores every profile of the batch if status is 0 (nothing was refused), then frees it.
  * Returns status, or 503 with err when the store could not commit. */
 int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status,

@@ -335,6 +335,9 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
     status = pa_coll_ingest_decode(&in, &res, &err);
     if (status == 0) {
         struct pa_coll_upload u = pa_coll_upload_of(&res, in.spy_name);
+        /* Not one of Pyroscope's parameters (its /ingest ignores those it does not know): our
+         * agent's id of the upload, spooled with it, so that a resend is stored once. */
+        u.id = get_arg(c, "pyagentUploadId");
         status = pa_coll_store_insert(srv->cfg.store, &u, &err);
     }
     uint64_t dropped = res.dropped_lines;

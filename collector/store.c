@@ -14,6 +14,7 @@
 #include "profile.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ struct pa_coll_store {
     struct pa_coll_store_options opt;
     sqlite3 *w; /* the writer's connection, used under wlock */
     pthread_mutex_t wlock;
-    sqlite3_stmt *ins_series, *ins_upload, *drop_rollup, *add_todo;
+    sqlite3_stmt *ins_series, *ins_upload, *drop_rollup, *add_todo, *ins_id;
     pthread_t compactor;
     bool compactor_started;
     pthread_cond_t compact_wake; /* compactor: stop */
@@ -53,6 +54,8 @@ struct pa_coll_store {
     pthread_mutex_t pool_lock;
     sqlite3 *pool[POOL_MAX];
     int npool;
+
+    int kill_after; /* fault injection: SIGKILL after this many batches commit (0: never) */
 };
 
 static int fail(int status, pa_error *err, const char *fmt, ...) {
@@ -106,7 +109,15 @@ static const char *schema =
     "  span INTEGER NOT NULL,"
     "  start_s INTEGER NOT NULL,"
     "  PRIMARY KEY (series_id, span, start_s)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS rollup_todo_by_start ON rollup_todo (start_s);";
+    "CREATE INDEX IF NOT EXISTS rollup_todo_by_start ON rollup_todo (start_s);"
+    /* The ids of uploads received (a Push RawSample's ID, /ingest's pyagentUploadId, an
+     * OTLP profile_id): an upload whose id is here was stored already and is not stored
+     * again, which makes a client's resend after a lost answer harmless. Kept as long as
+     * uploads are (retention, by time of receipt). Created here, so older databases gain it. */
+    "CREATE TABLE IF NOT EXISTS upload_ids ("
+    "  id TEXT PRIMARY KEY,"
+    "  received INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS upload_ids_by_received ON upload_ids (received);";
 
 /* Rollup tables of an earlier layout (version 2, hourly only, never on a release) are
  * dropped before the schema above creates them anew; they held nothing but derived data. */
@@ -190,9 +201,24 @@ static int64_t span_start(int64_t t, int64_t span) {
     return t - (r < 0 ? r + span : r);
 }
 
-/* Inserts one upload inside the writer's open transaction. */
+/* Inserts one upload inside the writer's open transaction. An upload whose id was seen
+ * before (in an earlier transaction or earlier in this one) is a resend: it succeeds without
+ * storing anything, and the first body with that id is the one kept. */
 static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, pa_error *err) {
-    sqlite3_stmt *s = st->ins_series;
+    sqlite3_stmt *s;
+    if (u->id && *u->id) {
+        s = st->ins_id;
+        sqlite3_reset(s);
+        sqlite3_bind_text(s, 1, u->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)time(NULL));
+        int rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+            return fail(503, err, "database: %s", sqlite3_errmsg(st->w));
+        if (sqlite3_changes(st->w) == 0)
+            return 0;
+    }
+    s = st->ins_series;
     int64_t span = u->until > u->from ? u->until - u->from : 0;
     sqlite3_reset(s);
     sqlite3_bind_text(s, 1, u->app, -1, SQLITE_STATIC);
@@ -291,6 +317,10 @@ static void *writer_main(void *arg) {
             pthread_mutex_lock(&st->wlock);
             commit_batch(st, batch);
             pthread_mutex_unlock(&st->wlock);
+            /* A crash between COMMIT and the answer, the one a client cannot tell from a lost
+             * upload: the tests use it to show that a resend is not stored twice. */
+            if (st->kill_after > 0 && --st->kill_after == 0)
+                raise(SIGKILL);
             pthread_mutex_lock(&st->lock);
             for (struct job *j = batch; j; j = j->next)
                 j->done = true;
@@ -507,6 +537,8 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
         return fail(-1, err, "out of memory");
     }
     st->opt = *opt;
+    const char *fault = getenv("PYAGENT_COLLECTOR_FAULT_KILL_AFTER_COMMITS");
+    st->kill_after = fault ? atoi(fault) : 0;
     if (open_conn(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &st->w, err) != 0)
         goto fail;
     char sync[64];
@@ -559,7 +591,9 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
         sqlite3_prepare_v2(st->w,
                            "INSERT OR IGNORE INTO rollup_todo VALUES (?1, 3600, ?2), "
                            "(?1, 600, ?3), (?1, 60, ?4)",
-                           -1, &st->add_todo, NULL) != SQLITE_OK) {
+                           -1, &st->add_todo, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->w, "INSERT OR IGNORE INTO upload_ids VALUES (?1, ?2)", -1,
+                           &st->ins_id, NULL) != SQLITE_OK) {
         fail(-1, err, "database: %s", sqlite3_errmsg(st->w));
         goto fail;
     }
@@ -582,6 +616,7 @@ fail:
     sqlite3_finalize(st->ins_upload);
     sqlite3_finalize(st->drop_rollup);
     sqlite3_finalize(st->add_todo);
+    sqlite3_finalize(st->ins_id);
     sqlite3_close(st->w);
     free(st->path);
     free(st);
@@ -603,6 +638,7 @@ void pa_coll_store_close(struct pa_coll_store *st) {
     sqlite3_finalize(st->ins_upload);
     sqlite3_finalize(st->drop_rollup);
     sqlite3_finalize(st->add_todo);
+    sqlite3_finalize(st->ins_id);
     for (int i = 0; i < st->npool; i++)
         sqlite3_close(st->pool[i]);
     /* A clean close checkpoints the WAL into the main file and removes it. */
@@ -665,8 +701,11 @@ static int retain_locked(struct pa_coll_store *st, int64_t now, uint64_t *delete
     int64_t cutoff = now - st->opt.retention;
     /* Rollups of spans that may lose uploads go first (readers then read those uploads raw),
      * and those spans are not rebuilt: they are about to go entirely. */
+    /* Ids go by their time of receipt, like the uploads they name: the table holds at most
+     * the ids received within the retention period. */
     if (exec_int(st->w, "DELETE FROM rollups WHERE start_s < ?1", cutoff) != 0 ||
-        exec_int(st->w, "DELETE FROM rollup_todo WHERE start_s < ?1", cutoff) != 0) {
+        exec_int(st->w, "DELETE FROM rollup_todo WHERE start_s < ?1", cutoff) != 0 ||
+        exec_int(st->w, "DELETE FROM upload_ids WHERE received < ?1", cutoff) != 0) {
         sqlite3_finalize(del);
         return -1;
     }

@@ -36,6 +36,7 @@ struct pa_coll_upload {
     uint64_t dropped_lines;
     const void *profile; /* gzip-compressed pprof */
     size_t profile_len;
+    const char *id; /* the client's id of this upload, or NULL/"": stored at most once */
 };
 
 int pa_coll_store_open(struct pa_coll_store **out, const char *path,
@@ -43,12 +44,16 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
 /* Stops the writer after the uploads already queued are committed, then closes. */
 void pa_coll_store_close(struct pa_coll_store *st);
 
-/* Queues the upload and waits for its COMMIT. 0, or 503 with err (e.g. disk full). */
+/* Queues the upload and waits for its COMMIT. 0, or 503 with err (e.g. disk full). An upload
+ * whose non-empty id was stored before (and not yet removed by retention) is not stored
+ * again, and still answers 0: delivery is exactly-once for a client that resends with the
+ * same id, and the first body with an id is the one kept. */
 int pa_coll_store_insert(struct pa_coll_store *st, const struct pa_coll_upload *u, pa_error *err);
 
 /* Runs one retention pass now (also done periodically by the writer): deletes uploads whose
- * until is older than now - retention, forgets empty series, returns free pages to the file
- * system. *deleted gets the number of uploads removed. */
+ * until is older than now - retention, and the ids received before then, forgets empty
+ * series, returns free pages to the file system. *deleted gets the number of uploads
+ * removed. */
 int pa_coll_store_retain(struct pa_coll_store *st, int64_t now, uint64_t *deleted);
 
 struct pa_coll_series_info {

@@ -3,7 +3,7 @@
  * A spool file is a header line followed by the request body, so that a file left by an
  * earlier run is resent exactly as it was meant, whatever the protocol configured now:
  *   "pyagent-spool 1 QUERY\n"          POST /ingest?QUERY (name with labels, from, until,
- *                                      sampleRate, spyName, format);
+ *                                      sampleRate, spyName, format, pyagentUploadId);
  *   "pyagent-spool 2 PATH TYPE\n"      POST PATH with Content-Type TYPE: Pyroscope's Push
  *                                      (/push.v1.PusherService/Push, Connect unary,
  *                                      application/proto) or OTLP profiles
@@ -595,11 +595,13 @@ static int spool_parts(const pa_profile *p, time_t from, time_t until) {
     return rc;
 }
 
-/* A random UUID (version 4) naming one profile: a resent spool file carries the same. */
-static void new_id(char *out, size_t len) {
-    unsigned char b[16] = {0};
-    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b)
-        for (size_t i = 0; i < sizeof b; i++)
+/* A random UUID (version 4) naming one profile, as bytes and as text: it is spooled with the
+ * upload (in the body, or in the /ingest query), so a resent spool file carries the same, and
+ * our collector stores it once (docs/continuous.md, "Delivery"). */
+static void new_id(unsigned char b[16], char *out, size_t len) {
+    memset(b, 0, 16);
+    if (getrandom(b, 16, GRND_NONBLOCK) != 16)
+        for (size_t i = 0; i < 16; i++)
             b[i] = (unsigned char)random();
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
@@ -621,14 +623,15 @@ static int encode_message(const pa_profile *p, time_t from, time_t until, pa_buf
             svc = series->values[i];
         else
             ls[n++] = (struct pa_wire_label){series->names[i], series->values[i]};
+    unsigned char raw[16];
+    char id[40];
+    new_id(raw, id, sizeof id);
     if (protocol == PROTO_PUSH) {
-        char id[40];
-        new_id(id, sizeof id);
         pa_buf_puts(head, "pyagent-spool 2 /push.v1.PusherService/Push application/proto\n");
         return pa_wire_push(p, svc, ls, n, id, body, err);
     }
     pa_buf_puts(head, "pyagent-spool 2 /v1development/profiles application/x-protobuf\n");
-    return pa_wire_otlp(p, svc, ls, n, from, until, body, err);
+    return pa_wire_otlp(p, svc, ls, n, from, until, raw, body, err);
 }
 
 static int spool_one(const pa_profile *p, time_t from, time_t until) {
@@ -661,14 +664,19 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
     FILE *f = fopen(tmp, "we");
     int ok = f != NULL;
     if (ok) {
+        unsigned char raw[16];
+        char id[40];
+        new_id(raw, id, sizeof id);
+        /* pyagentUploadId is ours: Pyroscope's /ingest ignores parameters it does not know. */
         if (head.len)
             fputs(head.data, f);
         else
             fprintf(f,
                     "pyagent-spool 1 "
-                    "name=%s&from=%lld&until=%lld&sampleRate=%s&spyName=pyagent&format=%s\n",
+                    "name=%s&from=%lld&until=%lld&sampleRate=%s&spyName=pyagent&format=%s"
+                    "&pyagentUploadId=%s\n",
                     name_q, (long long)from, (long long)until, rate ? rate : "100",
-                    cfg.upload_pprof ? "pprof" : "folded");
+                    cfg.upload_pprof ? "pprof" : "folded", id);
         ok = fwrite(body.data, 1, body.len, f) == body.len;
         ok = (fclose(f) == 0) && ok;
     }

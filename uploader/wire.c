@@ -108,7 +108,8 @@ static int32_t str_index0(struct strings *st, const char *s) {
 }
 
 int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
-                 size_t nlabels, time_t from, time_t until, pa_buf *out, pa_error *err) {
+                 size_t nlabels, time_t from, time_t until, const uint8_t *profile_id, pa_buf *out,
+                 pa_error *err) {
     (void)err;
     struct strings st = {pa_profile_new()};
     size_t nframes = pa_profile_frame_count(p), nstacks = pa_profile_stack_count(p);
@@ -244,6 +245,8 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
     prof.samples = smptrs;
     prof.time_unix_nano = (uint64_t)from * 1000000000u;
     prof.duration_nano = until > from ? (uint64_t)(until - from) * 1000000000u : 0;
+    if (profile_id)
+        prof.profile_id = (ProtobufCBinaryData){16, (uint8_t *)profile_id};
     if (period) {
         prof.period_type = &period_type;
         prof.period = period;

@@ -31,9 +31,11 @@ const char *pa_wire_type_name(const char *mode);
 int pa_wire_push(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
                  size_t nlabels, const char *id, pa_buf *out, pa_error *err);
 
-/* An ExportProfilesServiceRequest of p, the samples of [from, until). 0, or -1 with err. */
+/* An ExportProfilesServiceRequest of p, the samples of [from, until); profile_id (16 bytes,
+ * or NULL for none) names the profile (Profile.profile_id). 0, or -1 with err. */
 int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
-                 size_t nlabels, time_t from, time_t until, pa_buf *out, pa_error *err);
+                 size_t nlabels, time_t from, time_t until, const uint8_t *profile_id, pa_buf *out,
+                 pa_error *err);
 
 /* An OTLP answer's partial_success: how many profiles the server rejected (0 for none, or an
  * answer that is not an ExportProfilesServiceResponse), with its message in err. */

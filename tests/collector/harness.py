@@ -39,7 +39,8 @@ class Collector:
     # Pyroscope's rules (pyroscope_rules=True: test_differential.py).
     STORE_ARGS = ["--reject-older-than", "0", "--reject-newer-than", "0", "--folded-dialects"]
 
-    def __init__(self, *args, db=None, workdir=None, pyroscope_rules=False):
+    def __init__(self, *args, db=None, workdir=None, pyroscope_rules=False, env=None):
+        self.env = dict(os.environ, **(env or {}))
         self.workdir = workdir or tempfile.mkdtemp(prefix="pa-coll-")
         self.db = db or os.path.join(self.workdir, "profiles.db")
         self.args = ([] if pyroscope_rules else self.STORE_ARGS) + list(args)
@@ -49,7 +50,7 @@ class Collector:
         self.errlog = open(os.path.join(self.workdir, "stderr.log"), "ab")
         self.proc = subprocess.Popen(
             [collector_path(), "--listen", "127.0.0.1:0", "--db", self.db] + self.args,
-            stdout=subprocess.PIPE, stderr=self.errlog)
+            stdout=subprocess.PIPE, stderr=self.errlog, env=self.env)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
         if not m:

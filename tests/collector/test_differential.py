@@ -14,6 +14,7 @@ import time
 import unittest
 import urllib.parse
 import urllib.request
+import uuid
 
 from harness import Collector, CollectorTest, _field, collector_path, folded, gz, parse_folded, pprof
 from test_protocols import PROTO, label, otlp_request, push_request, timed_pprof
@@ -39,7 +40,7 @@ DIFFERENCES = {}
 def push_raw(labels, raws):
     """A PushRequest whose label names and values are bytes as given (invalid UTF-8 too)."""
     body = b"".join(_field(1, _field(1, k) + _field(2, v)) for k, v in labels)
-    body += b"".join(_field(2, _field(1, r) + _field(2, b"id-%d" % i)) for i, r in enumerate(raws))
+    body += b"".join(_field(2, _field(1, r) + _field(2, uuid.uuid4().hex.encode())) for r in raws)
     return _field(1, body)
 
 

@@ -13,6 +13,7 @@ import sys
 import time
 import unittest
 import urllib.parse
+import uuid
 
 from harness import CollectorTest, _field, collector_path, gz, parse_folded, pprof
 
@@ -29,11 +30,12 @@ def label(name, value):
 
 
 def push_request(series):
-    """series: [([(name, value)], [raw profile bytes])]."""
+    """series: [([(name, value)], [raw profile bytes])]. Each sample gets an ID of its own, as
+    clients send (the collector stores an ID once)."""
     out = b""
     for labels, raws in series:
         body = b"".join(_field(1, label(k, v)) for k, v in labels)
-        body += b"".join(_field(2, _field(1, r) + _field(2, b"id-%d" % i)) for i, r in enumerate(raws))
+        body += b"".join(_field(2, _field(1, r) + _field(2, uuid.uuid4().hex.encode())) for r in raws)
         out += _field(1, body)
     return out
 
@@ -49,9 +51,9 @@ def fixed64(num, v):
 
 def otlp_request(stacks, service="svc", attrs=(), sample_type=("samples", "count"),
                  period_type=("cpu", "nanoseconds"), period=10000000, scale=1, t=NOW, dictionary=True,
-                 stack_index_shift=0):
+                 stack_index_shift=0, profile_id=None):
     """ExportProfilesServiceRequest of {root-first stack: count}: one function and location per
-    frame, one stack per sample; values are count * scale."""
+    frame, one stack per sample; values are count * scale; profile_id (bytes) if given."""
     strings = [""]
 
     def s(x):
@@ -85,6 +87,8 @@ def otlp_request(stacks, service="svc", attrs=(), sample_type=("samples", "count
     prof = _field(1, _field(1, s(sample_type[0])) + _field(2, s(sample_type[1])))
     prof += samples + fixed64(3, t * 1000000000) + _field(4, 10 * 1000000000)
     prof += _field(5, _field(1, s(period_type[0])) + _field(2, s(period_type[1]))) + _field(6, period)
+    if profile_id is not None:
+        prof += _field(7, profile_id)
     for x in strings:
         d += _field(5, x.encode())
     res_attrs = b"".join(_field(1, _field(1, k.encode()) + _field(2, _field(1, v.encode())))

@@ -735,6 +735,45 @@ def test_spool_sent_oldest_first(ctx):
           "requests in the order %s (spool files 0..%d, oldest first, then the run's own)" % (order, len(bodies) - 1))
 
 
+def upload_ids(path, query, body):
+    """The ids an upload names itself by, one per profile: /ingest's pyagentUploadId, a Push
+    RawSample's ID, an OTLP Profile's profile_id (as protoc prints it)."""
+    if path == "/ingest":
+        return [query.get("pyagentUploadId")]
+    if path == "/push.v1.PusherService/Push":
+        text = protoc_decode("push.v1.PushRequest", "push/v1/push.proto", body)
+        return re.findall(r'^\s*ID: "(.*)"$', text, re.M)
+    text = protoc_decode("opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest",
+                         "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto", body)
+    ids = re.findall(r'^\s*profile_id: "(.*)"$', text, re.M)
+    return ids + [None] * (len(re.findall(r"^\s*profiles \{", text, re.M)) - len(ids))
+
+
+def test_resends_carry_the_spooled_id(ctx):
+    """Every upload names itself with an id of its own, chosen when it is spooled and kept in
+    the spool file, so that the upload sent again (after a lost answer: here, a run whose
+    server was away) carries the same id, and our collector stores it once
+    (docs/continuous.md, "Delivery")."""
+    cwd1, names = dead_run(ctx, "ids", "3")
+    spool = os.path.join(ctx.tmp, "spool-ids")
+    spooled = []
+    for name in names:
+        with open(os.path.join(spool, name), "rb") as f:
+            head, _, body = f.read().partition(b"\n")
+        fields = head.decode().split(" ")
+        if fields[1] == "1":
+            spooled += upload_ids("/ingest", dict(urllib.parse.parse_qsl(fields[2])), body)
+        else:
+            spooled += upload_ids(fields[2], {}, body)
+    check(spooled and all(spooled), "spooled uploads without an id: %s" % spooled)
+    srv = BadServer("ok")
+    next_run(ctx, "ids", srv)
+    sent = [i for q, body, _, path in srv.accepted for i in upload_ids(path, q, body)]
+    check(all(sent), "uploads sent without an id: %s" % sent)
+    check(len(set(sent)) == len(sent), "two uploads share an id: %s" % sent)
+    check(set(spooled) <= set(sent), "the spooled ids %s were not all resent: %s" % (spooled, sent))
+
+
 def test_spool_older_than_pyroscopes_window_is_rejected(ctx):
     """Profiles spooled while the server was away, sent when it is back more than an hour
     later (the fake Pyroscope's clock runs 2 h ahead), are outside Pyroscope's ingestion window

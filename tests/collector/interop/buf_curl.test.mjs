@@ -45,7 +45,7 @@ test('buf curl: Push and every querier call, binary and JSON alike', async () =>
     const raw = Buffer.from(gzipSync(pprof(STACKS, BigInt(Date.now()) * 1000000n))).toString('base64');
     const push = (service) => ({ series: [{ labels: [{ name: '__name__', value: 'process_cpu' },
       { name: 'service_name', value: service }, { name: 'env', value: 'ci' }],
-    samples: [{ rawProfile: raw, ID: 'one' }] }] });
+    samples: [{ rawProfile: raw, ID: `${service}-1` }] }] }); // an ID per profile, as clients send
     // Push through buf (binary), and through the JSON codec.
     assert.deepEqual(buf(col.url, 'push.v1.PusherService/Push', push('bufsvc')), {});
     const r = await fetch(`${col.url}/push.v1.PusherService/Push`, { method: 'POST',
