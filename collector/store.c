@@ -201,9 +201,9 @@ static int64_t span_start(int64_t t, int64_t span) {
     return t - (r < 0 ? r + span : r);
 }
 
-/* Inserts one upload inside the writer's open transaction. An upload whose id was seen
- * before (in an earlier transaction or earlier in this one) is a resend: it succeeds without
- * storing anything, and the first body with that id is the one kept. */
+/* Inserts one upload inside the writer's open transaction. An upload whose id, series and
+ * time range were seen before (in an earlier transaction or earlier in this one) is a resend:
+ * it succeeds without storing anything, and the first body with them is the one kept. */
 static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, pa_error *err) {
     sqlite3_stmt *s;
     if (u->id && *u->id) {
@@ -211,6 +211,10 @@ static int insert_one(struct pa_coll_store *st, const struct pa_coll_upload *u, 
         sqlite3_reset(s);
         sqlite3_bind_text(s, 1, u->id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 2, (sqlite3_int64)time(NULL));
+        sqlite3_bind_text(s, 3, u->app, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, u->labels, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, u->from);
+        sqlite3_bind_int64(s, 6, u->until);
         int rc = sqlite3_step(s);
         sqlite3_reset(s);
         if (rc != SQLITE_DONE)
@@ -592,8 +596,13 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
                            "INSERT OR IGNORE INTO rollup_todo VALUES (?1, 3600, ?2), "
                            "(?1, 600, ?3), (?1, 60, ?4)",
                            -1, &st->add_todo, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(st->w, "INSERT OR IGNORE INTO upload_ids VALUES (?1, ?2)", -1,
-                           &st->ins_id, NULL) != SQLITE_OK) {
+        /* The key is the client's id with the upload's series and time range: a resend has
+         * all of them the same, and a client that gives every upload one id (a constant, or
+         * a counter that restarts) loses nothing that differs in series or time. */
+        sqlite3_prepare_v2(st->w,
+                           "INSERT OR IGNORE INTO upload_ids VALUES (?1 || x'0a' || ?3 || x'0a' "
+                           "|| ?4 || x'0a' || ?5 || x'0a' || ?6, ?2)",
+                           -1, &st->ins_id, NULL) != SQLITE_OK) {
         fail(-1, err, "database: %s", sqlite3_errmsg(st->w));
         goto fail;
     }

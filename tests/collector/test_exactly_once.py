@@ -76,6 +76,18 @@ class SameIdStoredOnce(CollectorTest):
         self.assertEqual(parse_folded(self.c.render("ing.cpu", NOW - 60, NOW + 60)),
                          {"a;b": 3, "a;c": 4})
 
+    def test_one_id_for_every_upload_loses_nothing(self):
+        """A client that gives every upload the same id: the key holds the series and the time
+        range too, so uploads of other intervals or series are all stored."""
+        body = folded({"a;b": 3})
+        for i in range(3):
+            self.assertEqual(self.c.ingest("constid.cpu", body, frm=NOW + 10 * i,
+                                           until=NOW + 10 * i + 10, pyagentUploadId="same")[0], 200)
+        self.assertEqual(self.c.ingest("constid.cpu{pod=b}", body, frm=NOW, until=NOW + 10,
+                                       pyagentUploadId="same")[0], 200)
+        self.assertEqual(parse_folded(self.c.render("constid.cpu", NOW - 60, NOW + 60)),
+                         {"a;b": 12})
+
     def test_ingest_different_ids_or_none_are_all_stored(self):
         body = folded({"a;b": 3})
         for uid in (str(uuid.uuid4()), str(uuid.uuid4()), None, None):
@@ -125,7 +137,8 @@ class IdsAreBounded(unittest.TestCase):
             deadline = time.time() + 20
             while "stale" in ids(c.db) and time.time() < deadline:
                 time.sleep(0.2)
-            self.assertEqual(set(ids(c.db)), {fresh})
+            # The key: the id, then the series (app, labels) and the time range.
+            self.assertEqual({k.split("\n")[0] for k in ids(c.db)}, {fresh})
             # The id that stays still turns its resend away.
             self.assertEqual(c2.ingest("ids.cpu", "a;b 2\n", frm=NOW, until=NOW + 10,
                                        pyagentUploadId=fresh)[0], 200)
