@@ -600,13 +600,15 @@ def test_pyroscope_profile_over_4mib_is_split(ctx):
     check(all(r["bytes"] <= 4 << 20 for r in srv.accepted), "parts of %s bytes" % [r["bytes"] for r in srv.accepted])
 
 
+# json.dumps of 3,000 numbers, 400 times: about 80 ms of CPU, some 20 samples at 250 Hz (with
+# 200 numbers it was 5 ms, 1.4 samples expected: CI once got none).
 MODULES = r"""
 import json
 from pkg.sub import mod
 def main_work():
     n = 0
     while n < 400:
-        mod.work(); json.dumps({"k": list(range(200))}); n += 1
+        mod.work(); json.dumps({"k": list(range(3000))}); n += 1
 main_work()
 """
 
