@@ -26,16 +26,25 @@ def churn():
         t.join()
 
 
-# The first thread to end makes the C library load libgcc_s (pthread_exit unwinds; Python 3.8
-# and 3.9 end their threads with it), an open() in the program's table: without the agent
-# (whose library already links libgcc_s) that open() could take descriptor 0 inside the loop
-# below, or lose its own descriptor to the loop's close(0): CI failed this case once on 3.8, and
-# 300 runs of this loop for 50 ms under 3.8 without the agent ended once with "libgcc_s.so.1
-# must be installed for pthread_exit to work" (SIGABRT). One thread started and ended first
-# loads it before the loop, in both runs.
-warm = threading.Thread(target=lambda: None)
-warm.start()
-warm.join()
+# Two things the C library does once per process, each an open() in the program's table from
+# whichever thread gets there first, are made to happen here, before the loop, in both runs:
+# - The first thread to end makes glibc load libgcc_s (pthread_exit unwinds; Python 3.8 and 3.9
+#   end their threads with it). CI failed this case once on 3.8 without the agent, and 300 runs
+#   of this loop for 50 ms under 3.8 without the agent ended once with "libgcc_s.so.1 must be
+#   installed for pthread_exit to work" (SIGABRT).
+# - When a thread needs a malloc arena while more than 8 exist, glibc (2.35+) reads
+#   /sys/devices/system/cpu/online to set its arena limit. Each thread that calls malloc gets an
+#   arena of its own; the agent's two threads hold one each, so with the agent the churn below
+#   crossed that line during the loop (kernel tracing caught the open() in a churn worker: 3 runs
+#   in 315 under load, "dup2 onto 0 that failed (EBUSY): 1" and "open() after close(0) that did
+#   not return 0: 1"), without it later or never. 16 threads alive at once cross it here.
+gate = threading.Barrier(17)
+warm = [threading.Thread(target=gate.wait) for _ in range(16)]
+for t in warm:
+    t.start()
+gate.wait()
+for t in warm:
+    t.join()
 churners = [threading.Thread(target=churn) for _ in range(2)]
 for t in churners:
     t.start()
