@@ -38,6 +38,14 @@ void pa_buf_append(pa_buf *b, const void *data, size_t len) {
     b->data[b->len] = '\0';
 }
 
+int pa_buf_read_stream(pa_buf *b, FILE *f) {
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        pa_buf_append(b, chunk, n);
+    return ferror(f) ? -1 : 0;
+}
+
 void pa_buf_puts(pa_buf *b, const char *s) {
     pa_buf_append(b, s, strlen(s));
 }

@@ -36,6 +36,8 @@ void pa_buf_free(pa_buf *b);
 void pa_buf_reserve(pa_buf *b, size_t extra); /* aborts on out-of-memory */
 void pa_buf_append(pa_buf *b, const void *data, size_t len);
 void pa_buf_puts(pa_buf *b, const char *s);
+/* Appends the rest of the stream f; -1 (errno set) on a read error, with what was read kept. */
+int pa_buf_read_stream(pa_buf *b, FILE *f);
 void pa_buf_printf(pa_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as the contents of a JSON string (no quotes): invalid UTF-8 becomes U+FFFD,
  * control characters, '"' and '\' are escaped, and so are '<', '>', '&' so the JSON can sit

@@ -60,10 +60,10 @@ int pa_render_read_source(const pa_source_roots *o, const char *file, pa_buf *ou
     FILE *f = fopen(cand, "rb");
     if (!f)
         return pa_fail(why, "source not available (%s)", strerror(errno));
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        pa_buf_append(out, chunk, n);
+    int rc = pa_buf_read_stream(out, f);
+    int read_errno = errno;
     fclose(f);
+    if (rc != 0)
+        return pa_fail(why, "source not available (%s)", strerror(read_errno));
     return 0;
 }

@@ -893,12 +893,9 @@ static int read_spool(const char *path, struct target *t, pa_buf *body) {
         fclose(f);
         return -1;
     }
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        pa_buf_append(body, chunk, n);
+    int rc = pa_buf_read_stream(body, f);
     fclose(f);
-    return 0;
+    return rc;
 }
 
 /* A profile the server refused (4xx): it moves to the spool's rejected/ directory (bounded
