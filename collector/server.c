@@ -37,6 +37,10 @@ struct pa_coll_server {
     /* Every open connection, with the absolute deadline of what it is doing (see reaper). */
     pthread_mutex_t conns_lock;
     struct conn *conns;
+    unsigned held;      /* connections in conns not being closed (see on_connection) */
+    unsigned max_conns; /* --max-connections */
+    uint64_t displaced; /* connections closed to make room for a newcomer */
+    int64_t displaced_logged_ns;
     pthread_t reaper;
     bool reaper_started;
     atomic_bool stopping;
@@ -57,8 +61,14 @@ struct conn {
     MHD_socket fd;
     enum phase phase;
     int64_t deadline_ns; /* 0: none */
+    int64_t since_ns;    /* when it last began to wait for a request's headers */
+    bool closing;        /* shut down (deadline, displaced): libmicrohttpd closes it next */
     struct conn *prev, *next;
 };
+
+/* Room above --max-connections in libmicrohttpd's own limit, for newcomers accepted while the
+ * connections they displace are being closed (see on_connection). */
+#define DISPLACE_RESERVE 16u
 
 enum route {
     R_NOT_FOUND,
@@ -244,10 +254,48 @@ static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum
                   : p == P_IDLE  ? KEEPALIVE_MS
                   : p == P_QUERY ? 0
                                  : srv->cfg.body_timeout_ms;
+    int64_t now = mono_ns();
     pthread_mutex_lock(&srv->conns_lock);
     k->phase = p;
-    k->deadline_ns = ms ? mono_ns() + (int64_t)ms * 1000000 : 0;
+    k->deadline_ns = ms ? now + (int64_t)ms * 1000000 : 0;
+    if (p == P_HEADERS || p == P_IDLE)
+        k->since_ns = now;
     pthread_mutex_unlock(&srv->conns_lock);
+}
+
+/* Shuts k down: libmicrohttpd sees the connection fail and closes it itself. Under conns_lock;
+ * k no longer counts against --max-connections. */
+static void close_conn(struct pa_coll_server *srv, struct conn *k) {
+    shutdown(k->fd, SHUT_RDWR);
+    k->deadline_ns = 0;
+    if (!k->closing) {
+        k->closing = true;
+        srv->held--;
+    }
+}
+
+/* Makes room for a newcomer over --max-connections: closes the connection that has waited
+ * longest for a request's headers (a new connection that has not completed its first
+ * request's header, or a kept-alive one between requests), the newcomer itself when it is the
+ * only one. A connection with a request under way (its body arriving, a query running, an
+ * answer being sent) is never chosen. Under conns_lock. */
+static void displace_one(struct pa_coll_server *srv, int64_t now) {
+    struct conn *victim = NULL;
+    for (struct conn *k = srv->conns; k; k = k->next)
+        if (!k->closing && (k->phase == P_HEADERS || k->phase == P_IDLE) &&
+            (victim == NULL || k->since_ns <= victim->since_ns))
+            victim = k;
+    if (victim == NULL)
+        return; /* cannot happen: the newcomer waits for its headers */
+    close_conn(srv, victim);
+    srv->displaced++;
+    if (now - srv->displaced_logged_ns >= (int64_t)10 * 1000000000) {
+        srv->displaced_logged_ns = now;
+        fprintf(stderr,
+                "pyagent-collector: --max-connections (%u) reached: closing the connections "
+                "that wait longest for a request (%llu so far)\n",
+                srv->max_conns, (unsigned long long)srv->displaced);
+    }
 }
 
 /* libmicrohttpd's timeout is an idle timeout: a client that sends one byte now and then
@@ -255,7 +303,14 @@ static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum
  * phase; past it the reaper shuts the socket down (libmicrohttpd then sees the connection
  * fail and closes it itself). A connection is removed in the CLOSED notification, which
  * libmicrohttpd makes before it closes the descriptor, and the reaper holds the same lock, so
- * it never shuts down a descriptor that has been reused. */
+ * it never shuts down a descriptor that has been reused.
+ *
+ * --max-connections is enforced here too, not by libmicrohttpd alone: at its limit
+ * libmicrohttpd stops accepting, and a newcomer (a health probe, an upload) would wait in the
+ * listen queue until a connection ends, which idle connections from many addresses postpone
+ * to the header deadline. libmicrohttpd's limit is set DISPLACE_RESERVE higher, so the
+ * newcomer is accepted, and one connection past --max-connections displaces another
+ * (displace_one). */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
     struct pa_coll_server *srv = cls;
@@ -267,14 +322,18 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             free(k);
             return; /* no deadline for this one; libmicrohttpd's idle timeout still applies */
         }
+        int64_t now = mono_ns();
         k->fd = ci->connect_fd;
         k->phase = P_HEADERS;
-        k->deadline_ns = mono_ns() + (int64_t)srv->cfg.header_timeout_ms * 1000000;
+        k->deadline_ns = now + (int64_t)srv->cfg.header_timeout_ms * 1000000;
+        k->since_ns = now;
         pthread_mutex_lock(&srv->conns_lock);
         k->next = srv->conns;
         if (srv->conns)
             srv->conns->prev = k;
         srv->conns = k;
+        if (++srv->held > srv->max_conns)
+            displace_one(srv, now);
         pthread_mutex_unlock(&srv->conns_lock);
         *socket_context = k;
         return;
@@ -283,6 +342,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (k == NULL)
         return;
     pthread_mutex_lock(&srv->conns_lock);
+    if (!k->closing)
+        srv->held--;
     if (k->prev)
         k->prev->next = k->next;
     else
@@ -302,10 +363,8 @@ static void *reaper(void *arg) {
         int64_t now = mono_ns();
         pthread_mutex_lock(&srv->conns_lock);
         for (struct conn *k = srv->conns; k; k = k->next)
-            if (k->deadline_ns && now > k->deadline_ns) {
-                shutdown(k->fd, SHUT_RDWR);
-                k->deadline_ns = 0;
-            }
+            if (k->deadline_ns && now > k->deadline_ns)
+                close_conn(srv, k);
         pthread_mutex_unlock(&srv->conns_lock);
     }
     return NULL;
@@ -736,16 +795,17 @@ int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_serve
     if (srv->cfg.body_timeout_ms == 0)
         srv->cfg.body_timeout_ms = 60000;
     pthread_mutex_init(&srv->conns_lock, NULL);
+    srv->max_conns = cfg->max_connections ? cfg->max_connections : 1024;
+    unsigned reserve = srv->max_conns < DISPLACE_RESERVE ? srv->max_conns : DISPLACE_RESERVE;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 1024,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_client,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        (unsigned)511, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, srv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, srv->max_conns + reserve, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        cfg->max_connections_per_client, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_END);
     if (srv->d == NULL) {
         pa_fail(err, "cannot listen on %s (address in use or not available?)", cfg->listen);
         pa_coll_pool_free(srv->pool);
