@@ -5,6 +5,10 @@
  * anywhere on the stack, counted once per sample (a stamp per line remembers the last stack
  * that counted it), so recursion never pushes a line past 100%. Colour is log-scaled against
  * the hottest line of the whole profile, so pages can be compared with each other.
+ * With instruction data (PYAGENT_OPCODES), a line also counts its samples that carry an
+ * instruction and those whose instruction is specialized (pa_opcode_base names a base), each
+ * once per sample: their ratio is the line's specialization, and a file's is the same ratio
+ * over its lines' sums.
  * Sources come from the reports' one reader (source.c), which honours --source-root. */
 #include "render.h"
 
@@ -23,6 +27,8 @@ struct line_entry {
     uint32_t line;
     uint64_t self, total;
     size_t stamp;
+    uint64_t instr, spec; /* samples with an instruction here; of those, specialized */
+    size_t instr_stamp, spec_stamp;
 };
 
 struct edge {
@@ -40,6 +46,7 @@ struct instr_entry {
     size_t op_len;
     uint64_t self, total;
     size_t stamp;
+    int specialized; /* pa_opcode_base knows it */
 };
 
 struct file_entry {
@@ -47,6 +54,7 @@ struct file_entry {
     uint64_t self, total;
     size_t stamp;
     uint32_t lines_hit;
+    uint64_t instr, spec; /* sums of its lines' */
 };
 
 struct heat {
@@ -97,6 +105,14 @@ static uint32_t intern_file(struct heat *h, const char *file, size_t len, pa_fra
     return id;
 }
 
+/* Adds count to *n unless stack s already did: stamp remembers the last stack (s + 1). */
+static void count_once(uint64_t *n, size_t *stamp, size_t s, uint64_t count) {
+    if (*stamp != s + 1) {
+        *stamp = s + 1;
+        *n += count;
+    }
+}
+
 static void build(struct heat *h) {
     const pa_profile *p = h->p;
     size_t nframes = pa_profile_frame_count(p);
@@ -142,7 +158,8 @@ static void build(struct heat *h) {
                     h->cap_ie = h->cap_ie ? h->cap_ie * 2 : 64;
                     h->ie = xrealloc(h->ie, h->cap_ie * sizeof *h->ie);
                 }
-                h->ie[x] = (struct instr_entry){e, fi.offset, fi.op, fi.op_len, 0, 0, 0};
+                int spec = fi.op && pa_opcode_base(fi.op, fi.op_len) != NULL;
+                h->ie[x] = (struct instr_entry){e, fi.offset, fi.op, fi.op_len, 0, 0, 0, spec};
                 h->nie = x + 1;
             }
             h->instr_of[id] = x;
@@ -157,26 +174,20 @@ static void build(struct heat *h) {
             int64_t e = h->entry_of[ids[k]];
             if (e < 0)
                 continue;
+            struct line_entry *l = &h->le[e];
             int64_t x = h->instr_of[ids[k]];
             if (x >= 0) {
                 struct instr_entry *in = &h->ie[x];
-                if (in->stamp != s + 1) {
-                    in->stamp = s + 1;
-                    in->total += count;
-                }
+                count_once(&in->total, &in->stamp, s, count);
                 if (k == n - 1)
                     in->self += count;
+                count_once(&l->instr, &l->instr_stamp, s, count);
+                if (in->specialized)
+                    count_once(&l->spec, &l->spec_stamp, s, count);
             }
-            struct line_entry *l = &h->le[e];
-            if (l->stamp != s + 1) {
-                l->stamp = s + 1;
-                l->total += count;
-            }
+            count_once(&l->total, &l->stamp, s, count);
             struct file_entry *f = &h->fe[l->file];
-            if (f->stamp != s + 1) {
-                f->stamp = s + 1;
-                f->total += count;
-            }
+            count_once(&f->total, &f->stamp, s, count);
             if (k == n - 1) {
                 l->self += count;
                 f->self += count;
@@ -206,8 +217,11 @@ static void build(struct heat *h) {
             h->max_total = h->le[e].total;
         if (h->le[e].self > h->max_self)
             h->max_self = h->le[e].self;
+        struct file_entry *f = &h->fe[h->le[e].file];
         if (h->le[e].total)
-            h->fe[h->le[e].file].lines_hit++;
+            f->lines_hit++;
+        f->instr += h->le[e].instr;
+        f->spec += h->le[e].spec;
     }
 }
 
@@ -235,22 +249,58 @@ static void page_tail(pa_buf *b) {
     pa_buf_puts(b, "</script>\n</body>\n</html>\n");
 }
 
-/* The view controls of every page (heatmap.js): the colour scale and the theme. */
-static void put_controls(pa_buf *b) {
-    pa_buf_puts(b, "<span class=\"views\"><label>colour by <select id=\"colour-by\">"
+/* The view controls of every page (heatmap.js): the colour scale and the theme; on the index
+ * the order of the cards, on a file page of a profile with instruction data the
+ * specialization colouring. */
+enum { CONTROLS_SORT = 1, CONTROLS_SPEC = 2 };
+static void put_controls(pa_buf *b, int which) {
+    pa_buf_puts(b, "<span class=\"views\">");
+    if (which & CONTROLS_SORT)
+        pa_buf_puts(b, "<label>sort by <select id=\"sort-by\"><option value=\"total\">total"
+                       "</option><option value=\"self\">self</option><option value=\"name\">"
+                       "name</option></select></label> ");
+    if (which & CONTROLS_SPEC)
+        pa_buf_puts(b, "<label><input type=\"checkbox\" id=\"by-spec\"> colour by "
+                       "specialization</label> · ");
+    pa_buf_puts(b, "<label>colour by <select id=\"colour-by\">"
                    "<option value=\"total\">total</option><option value=\"self\">self</option>"
                    "</select></label> <button id=\"theme\" type=\"button\">dark theme</button>"
                    "</span>");
+}
+
+/* The share of the samples with instruction data that ran a specialized instruction. */
+static double spec_share(uint64_t spec, uint64_t instr) {
+    return instr ? (double)spec / (double)instr : 0;
 }
 
 static double log_scale(uint64_t n, uint64_t max) {
     return n && max ? log1p((double)n) / log1p((double)max) : 0;
 }
 
-/* A row's heat (0..1, log scale) by total and by self samples; the page picks one. */
-static void put_heat(pa_buf *b, const struct heat *h, uint64_t total, uint64_t self) {
-    pa_buf_printf(b, " style=\"--heat-total:%.3f;--heat-self:%.3f\"",
-                  log_scale(total, h->max_total), log_scale(self, h->max_self));
+/* A row's heat (0..1, log scale) by total and by self samples, the page picks one; and its
+ * specialization (0..1, linear) where it has instruction data. */
+static void put_heat(pa_buf *b, const struct heat *h, uint64_t total, uint64_t self, uint64_t spec,
+                     uint64_t instr) {
+    pa_buf_printf(b, " style=\"--heat-total:%.3f;--heat-self:%.3f", log_scale(total, h->max_total),
+                  log_scale(self, h->max_self));
+    if (instr)
+        pa_buf_printf(b, ";--spec:%.3f", spec_share(spec, instr));
+    pa_buf_puts(b, "\"");
+}
+
+/* A sampled line's specialization as data-spec and in its title; a line without instruction
+ * data is marked data-spec="none" (no colour by specialization) and says why. */
+static void put_line_spec(pa_buf *b, const struct line_entry *l) {
+    if (!l->instr) {
+        pa_buf_puts(b, " data-spec=\"none\" title=\"specialization: no instruction data for this "
+                       "line\"");
+        return;
+    }
+    double share = spec_share(l->spec, l->instr);
+    pa_buf_printf(b,
+                  " data-spec=\"%.3f\" title=\"specialization: %.1f%% of %llu samples with "
+                  "instruction data ran specialized instructions\"",
+                  share, 100 * share, (unsigned long long)l->instr);
 }
 
 static void put_pct(pa_buf *b, uint64_t n, uint64_t all) {
@@ -376,16 +426,28 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
     pa_buf_puts(&b, "</h1><p class=\"sum\">");
     pa_buf_printf(&b, "%llu samples on this file's lines (", (unsigned long long)h->fe[file].total);
     put_pct(&b, h->fe[file].total, all);
-    pa_buf_printf(&b, " of %llu), %llu with a line here as the leaf · %s</p>",
-                  (unsigned long long)all, (unsigned long long)h->fe[file].self,
-                  pa_frame_kind_name(h->fe[file].kind));
+    pa_buf_printf(&b, " of %llu), %llu with a line here as the leaf · %s", (unsigned long long)all,
+                  (unsigned long long)h->fe[file].self, pa_frame_kind_name(h->fe[file].kind));
+    if (h->fe[file].instr)
+        pa_buf_printf(&b,
+                      " · <span class=\"file-spec\">%.1f%%</span> of %llu samples with "
+                      "instruction data on specialized instructions",
+                      100 * spec_share(h->fe[file].spec, h->fe[file].instr),
+                      (unsigned long long)h->fe[file].instr);
+    pa_buf_puts(&b, "</p>");
     pa_buf_puts(&b, "<label><input type=\"checkbox\" id=\"hide-cold\"> hide cold lines</label> "
                     "<span class=\"legend\">colour: total or self samples, log scale · self = "
                     "samples "
                     "where the line is the leaf · total = samples where it is on the stack, "
                     "counted once · bytecode: a line's instructions (PYAGENT_OPCODES), key "
                     "b opens all</span> ");
-    put_controls(&b);
+    if (h->nie)
+        pa_buf_puts(&b, "<span class=\"legend spec-legend\">colour by specialization: the share "
+                        "of a line's samples with instruction data that ran specialized "
+                        "(adaptive) instructions, <span class=\"swatch\" aria-hidden=\"true\">"
+                        "</span> 0% to 100%; lines without instruction data stay uncoloured"
+                        "</span> ");
+    put_controls(&b, h->nie ? CONTROLS_SPEC : 0);
     pa_buf_puts(&b, "</header>\n");
 
     /* The lines with samples, by line number. */
@@ -437,8 +499,11 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
         const struct line_entry *l = e >= 0 ? &h->le[e] : NULL;
         int hot = l && l->total;
         pa_buf_printf(&b, "<tr id=\"line-%u\" class=\"%s\"", ln, hot ? "hot" : "cold");
-        if (hot)
-            put_heat(&b, h, l->total, l->self);
+        if (hot) {
+            put_heat(&b, h, l->total, l->self, l->spec, l->instr);
+            if (h->nie)
+                put_line_spec(&b, l);
+        }
         pa_buf_printf(&b, "><td class=\"ln\"><a href=\"#line-%u\">%u</a></td>", ln, ln);
         if (hot) {
             pa_buf_printf(&b, "<td class=\"n\" title=\"");
@@ -484,6 +549,66 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
     pa_buf_free(&b);
     pa_buf_free(&src);
     return rc;
+}
+
+/* A file's summary card on the index: samples total and self with their shares of the whole
+ * profile (and a bar of the total's), lines sampled, its specialization where it has
+ * instruction data, and its three hottest lines by total, linked to their permalinks. The card
+ * is tinted by the file's hottest line, on the same scales as the lines of its page. */
+static void put_card(pa_buf *b, const struct heat *h, uint32_t f, uint64_t all) {
+    const struct file_entry *fe = &h->fe[f];
+    const struct line_entry *top[3] = {NULL, NULL, NULL};
+    uint64_t hottest_self = 0;
+    for (size_t e = 0; e < h->nle; e++) {
+        const struct line_entry *l = &h->le[e];
+        if (l->file != f || !l->total)
+            continue;
+        if (l->self > hottest_self)
+            hottest_self = l->self;
+        /* insertion into the top three: more total first, then the lower line number */
+        for (size_t i = 0; i < 3; i++) {
+            if (top[i] &&
+                (top[i]->total > l->total || (top[i]->total == l->total && top[i]->line < l->line)))
+                continue;
+            for (size_t j = 2; j > i; j--)
+                top[j] = top[j - 1];
+            top[i] = l;
+            break;
+        }
+    }
+    size_t flen;
+    const char *fname = pa_profile_frame(h->files, f, &flen);
+    char page[64];
+    file_page_name(page, sizeof page, f);
+    pa_buf_printf(b, "<li class=\"card\" data-total=\"%llu\" data-self=\"%llu\"",
+                  (unsigned long long)fe->total, (unsigned long long)fe->self);
+    put_heat(b, h, top[0] ? top[0]->total : 0, hottest_self, fe->spec, fe->instr);
+    pa_buf_printf(b, "><h3><a href=\"%s\">", page);
+    pa_buf_html_str(b, fname, flen);
+    pa_buf_puts(b, "</a></h3><div class=\"bar\" aria-hidden=\"true\"><span style=\"width:");
+    put_pct(b, fe->total, all);
+    pa_buf_printf(b,
+                  "\"></span></div><p class=\"stats\"><span class=\"c-total\">total "
+                  "<b>%llu</b> (",
+                  (unsigned long long)fe->total);
+    put_pct(b, fe->total, all);
+    pa_buf_printf(b, ")</span> · <span class=\"c-self\">self <b>%llu</b> (",
+                  (unsigned long long)fe->self);
+    put_pct(b, fe->self, all);
+    pa_buf_printf(b, ")</span> · <span class=\"c-lines\"><b>%u</b> line%s sampled</span>",
+                  fe->lines_hit, fe->lines_hit == 1 ? "" : "s");
+    if (fe->instr)
+        pa_buf_printf(b,
+                      " · <span class=\"c-spec\" title=\"share of the samples with "
+                      "instruction data on this file's lines that ran specialized "
+                      "instructions\"><b>%.1f%%</b> specialized</span>",
+                      100 * spec_share(fe->spec, fe->instr));
+    pa_buf_puts(b, "</p><p class=\"hottest\">hottest lines:");
+    for (size_t i = 0; i < 3 && top[i]; i++)
+        pa_buf_printf(b, "%s <a href=\"%s#line-%u\">line %u</a> <span class=\"n\">%llu</span>",
+                      i ? " ·" : "", page, top[i]->line, top[i]->line,
+                      (unsigned long long)top[i]->total);
+    pa_buf_puts(b, "</p></li>\n");
 }
 
 static const struct heat *sort_ctx;
@@ -540,7 +665,7 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
                       "</h1><p class=\"sum\">%llu samples · %zu source files · colour: total "
                       "or self samples of the file's hottest line, log scale</p>",
                       (unsigned long long)all, nfiles);
-        put_controls(&b);
+        put_controls(&b, CONTROLS_SORT);
         pa_buf_puts(&b, "</header>\n");
         uint32_t *order = xrealloc(NULL, (nfiles + 1) * sizeof *order);
         for (uint32_t f = 0; f < nfiles; f++)
@@ -563,33 +688,12 @@ int pa_render_heatmap(const pa_profile *p, const pa_heatmap_opts *o, const char 
                 if (h.fe[f].kind != groups[g].kind)
                     continue;
                 if (!any)
-                    pa_buf_puts(&b, "<table class=\"files\"><thead><tr><th>file</th><th>total</th>"
-                                    "<th>total %</th><th>self</th><th>lines hit</th></tr>"
-                                    "</thead><tbody>\n");
+                    pa_buf_puts(&b, "<ol class=\"cards\">\n");
                 any = 1;
-                uint64_t hottest = 0, hottest_self = 0;
-                for (size_t e = 0; e < h.nle; e++) {
-                    if (h.le[e].file == f && h.le[e].total > hottest)
-                        hottest = h.le[e].total;
-                    if (h.le[e].file == f && h.le[e].self > hottest_self)
-                        hottest_self = h.le[e].self;
-                }
-                size_t flen;
-                const char *fname = pa_profile_frame(h.files, f, &flen);
-                char page[64];
-                file_page_name(page, sizeof page, f);
-                pa_buf_puts(&b, "<tr");
-                put_heat(&b, &h, hottest, hottest_self);
-                pa_buf_printf(&b, "><td><a href=\"%s\">", page);
-                pa_buf_html_str(&b, fname, flen);
-                pa_buf_printf(&b, "</a></td><td class=\"n\">%llu</td><td class=\"n\">",
-                              (unsigned long long)h.fe[f].total);
-                put_pct(&b, h.fe[f].total, all);
-                pa_buf_printf(&b, "</td><td class=\"n\">%llu</td><td class=\"n\">%u</td></tr>\n",
-                              (unsigned long long)h.fe[f].self, h.fe[f].lines_hit);
+                put_card(&b, &h, f, all);
             }
-            pa_buf_puts(&b, any ? "</tbody></table></section>\n"
-                                : "<p class=\"none\">no samples</p></section>\n");
+            pa_buf_puts(&b,
+                        any ? "</ol></section>\n" : "<p class=\"none\">no samples</p></section>\n");
         }
         page_tail(&b);
         rc = write_file(dir, "index.html", &b, err);

@@ -253,6 +253,17 @@ EOF
     grep -rq 'secret = 1' "$T/hm" && fail "read a file outside the source root"
     grep -rq 'outside the' "$T/hm" || fail "outside files not reported as such"
     grep -rq 'source not available' "$T/hm" || fail "missing source not reported"
+    grep -q "<li class=\"card\" data-total=\"12\" data-self=\"5\".*<a href=\"$page\">/build/app/main.py</a>.*<b>3</b> lines sampled.*<a href=\"$page#line-3\">line 3</a>" "$T/hm/index.html" || fail "main.py's card: samples, lines sampled, hottest line"
+    grep -q 'c-spec' "$T/hm/index.html" && fail "specialization without instruction data"
+    cat >"$T/op.folded" <<EOF
+thread:Main;<module> (/build/app/main.py:3) @2 CALL;f (/build/app/main.py:10) @8 LOAD_ATTR_INSTANCE_VALUE 3
+thread:Main;<module> (/build/app/main.py:3) @2 CALL;f (/build/app/main.py:20) @4 BINARY_OP 1
+EOF
+    "$RENDER" heatmap "$T/op.folded" -o "$T/hmo" --source-root /build="$T/src" || fail "heatmap with instructions"
+    grep -q 'id="line-10" class="hot" style="[^"]*;--spec:1.000" data-spec="1.000"' "$T/hmo/file-0.html" || fail "line on a specialized instruction"
+    grep -q 'id="line-20" class="hot" style="[^"]*;--spec:0.000" data-spec="0.000"' "$T/hmo/file-0.html" || fail "line on an unspecialized instruction"
+    grep -q 'id="by-spec"' "$T/hmo/file-0.html" || fail "no specialization toggle"
+    grep -q '<b>37.5%</b> specialized' "$T/hmo/index.html" || fail "file's specialization (3 of 4 + 4 samples)"
     ;;
 svg)
     $GEN --stacks 300 --samples 3000 -o "$T/a.folded"
