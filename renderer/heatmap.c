@@ -53,8 +53,8 @@ struct file_entry {
     pa_frame_kind kind;
     uint64_t self, total;
     size_t stamp;
-    uint32_t lines_hit;
-    uint64_t instr, spec; /* sums of its lines' */
+    uint32_t lines_hit, functions; /* with samples */
+    uint64_t instr, spec;          /* sums of its lines' */
 };
 
 struct heat {
@@ -223,6 +223,26 @@ static void build(struct heat *h) {
         f->instr += h->le[e].instr;
         f->spec += h->le[e].spec;
     }
+    /* Functions with samples per file: distinct (file, qualname) of the frames on its lines. */
+    pa_profile *funcs = pa_profile_new();
+    for (uint32_t id = 0; id < nframes; id++) {
+        int64_t e = h->entry_of[id];
+        if (e < 0 || !h->le[e].total)
+            continue;
+        size_t len;
+        const char *s = pa_profile_frame(p, id, &len);
+        pa_frame_info fi;
+        pa_frame_parse(s, len, &fi);
+        pa_buf k = {0};
+        pa_buf_append(&k, &h->le[e].file, sizeof h->le[e].file);
+        pa_buf_append(&k, fi.name, fi.name_len);
+        size_t before = pa_profile_frame_count(funcs);
+        pa_profile_intern(funcs, k.data, k.len);
+        if (pa_profile_frame_count(funcs) > before)
+            h->fe[h->le[e].file].functions++;
+        pa_buf_free(&k);
+    }
+    pa_profile_free(funcs);
 }
 
 /* ---- pages ---- */
@@ -552,7 +572,7 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
 }
 
 /* A file's summary card on the index: samples total and self with their shares of the whole
- * profile (and a bar of the total's), lines sampled, its specialization where it has
+ * profile (and a bar of the total's), lines and functions sampled, its specialization where it has
  * instruction data, and its three hottest lines by total, linked to their permalinks. The card
  * is tinted by the file's hottest line, on the same scales as the lines of its page. */
 static void put_card(pa_buf *b, const struct heat *h, uint32_t f, uint64_t all) {
@@ -595,8 +615,11 @@ static void put_card(pa_buf *b, const struct heat *h, uint32_t f, uint64_t all) 
     pa_buf_printf(b, ")</span> · <span class=\"c-self\">self <b>%llu</b> (",
                   (unsigned long long)fe->self);
     put_pct(b, fe->self, all);
-    pa_buf_printf(b, ")</span> · <span class=\"c-lines\"><b>%u</b> line%s sampled</span>",
-                  fe->lines_hit, fe->lines_hit == 1 ? "" : "s");
+    pa_buf_printf(b,
+                  ")</span> · <span class=\"c-lines\"><b>%u</b> line%s and <b>%u</b> function%s "
+                  "sampled</span>",
+                  fe->lines_hit, fe->lines_hit == 1 ? "" : "s", fe->functions,
+                  fe->functions == 1 ? "" : "s");
     if (fe->instr)
         pa_buf_printf(b,
                       " · <span class=\"c-spec\" title=\"share of the samples with "

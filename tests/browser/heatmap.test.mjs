@@ -186,7 +186,7 @@ test('index cards sum up each file with the numbers its page shows, and link its
   /* main.py: 105 samples of 105, 20 with line 12 as the leaf, lines 30 and 12 sampled */
   assert.equal(await text('.c-total'), 'total 105 (100.00%)');
   assert.equal(await text('.c-self'), 'self 20 (19.05%)');
-  assert.equal(await text('.c-lines'), '2 lines sampled');
+  assert.equal(await text('.c-lines'), '2 lines and 2 functions sampled'); /* <module>, work */
   assert.equal(await main.$('.c-spec'), null, 'no instruction data, no specialization');
   const hottest = await main.$$eval('.hottest a', (as) => as.map((a) => [a.textContent, a.getAttribute('href')]));
   assert.equal(hottest.length, 2);

@@ -253,7 +253,7 @@ EOF
     grep -rq 'secret = 1' "$T/hm" && fail "read a file outside the source root"
     grep -rq 'outside the' "$T/hm" || fail "outside files not reported as such"
     grep -rq 'source not available' "$T/hm" || fail "missing source not reported"
-    grep -q "<li class=\"card\" data-total=\"12\" data-self=\"5\".*<a href=\"$page\">/build/app/main.py</a>.*<b>3</b> lines sampled.*<a href=\"$page#line-3\">line 3</a>" "$T/hm/index.html" || fail "main.py's card: samples, lines sampled, hottest line"
+    grep -q "<li class=\"card\" data-total=\"12\" data-self=\"5\".*<a href=\"$page\">/build/app/main.py</a>.*<b>3</b> lines and <b>3</b> functions sampled.*<a href=\"$page#line-3\">line 3</a>" "$T/hm/index.html" || fail "main.py's card: samples, lines and functions sampled, hottest line"
     grep -q 'c-spec' "$T/hm/index.html" && fail "specialization without instruction data"
     cat >"$T/op.folded" <<EOF
 thread:Main;<module> (/build/app/main.py:3) @2 CALL;f (/build/app/main.py:10) @8 LOAD_ATTR_INSTANCE_VALUE 3
