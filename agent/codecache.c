@@ -18,13 +18,17 @@
 enum { SLOT_EMPTY = 0, SLOT_FILLING = 1, SLOT_READY = 2 };
 enum { MAX_PROBE = 64, NAME_MAX_CHARS = 200, FILE_MAX_CHARS = 1000 };
 
+/* What tells code objects at one address apart: the same address with other names, another
+ * line table or another first line is another code object. */
+struct code_key {
+    uintptr_t filename, name, linetable;
+    int32_t firstlineno;
+};
+
 struct code_entry {
     _Atomic uint32_t state;
-    int32_t firstlineno;
     uintptr_t code;
-    /* Validation: the same address with other names or another line table is another code
-     * object. */
-    uintptr_t filename_obj, name_obj, linetable_obj;
+    struct code_key key;
     uint32_t qualname_off, filename_off; /* into the arena */
     /* The last (offset, line) decoded for this code object, packed so that one atomic load
      * reads a consistent pair: a caller's frame sits at the same call site sample after
@@ -132,22 +136,33 @@ static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned 
     return off;
 }
 
-uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
+/* Reads the key of the code object at code (of the code type); under the guard. */
+static struct code_key read_key(const struct pa_python *py, uintptr_t code) {
     const struct pa_layout *l = &py->layout;
+    return (struct code_key){
+        .filename = PA_READ(uintptr_t, code + l->co_filename),
+        .name = PA_READ(uintptr_t, code + (l->co_qualname ? l->co_qualname : l->co_name)),
+        .linetable = PA_READ(uintptr_t, code + l->co_linetable),
+        .firstlineno = PA_READ(int32_t, code + l->co_firstlineno),
+    };
+}
+
+static int same_key(const struct code_key *a, const struct code_key *b) {
+    return a->filename == b->filename && a->name == b->name && a->linetable == b->linetable &&
+           a->firstlineno == b->firstlineno;
+}
+
+uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
     if (!slots || !is_type(code, py->code_type))
         return PA_SYN_UNKNOWN;
-    uintptr_t filename = PA_READ(uintptr_t, code + l->co_filename);
-    uintptr_t name = PA_READ(uintptr_t, code + (l->co_qualname ? l->co_qualname : l->co_name));
-    uintptr_t linetable = PA_READ(uintptr_t, code + l->co_linetable);
-    int32_t firstlineno = PA_READ(int32_t, code + l->co_firstlineno);
+    struct code_key key = read_key(py, code);
     uint32_t h = hash_ptr(code);
     for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
         uint32_t i = (h + probe) & slot_mask;
         struct code_entry *e = &slots[i];
         uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
         if (st == SLOT_READY) {
-            if (e->code == code && e->filename_obj == filename && e->name_obj == name &&
-                e->linetable_obj == linetable && e->firstlineno == firstlineno)
+            if (e->code == code && same_key(&e->key, &key))
                 return PA_SYN_FIRST_CODE + i;
             continue;
         }
@@ -158,14 +173,11 @@ uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
         e->code = code;
-        e->filename_obj = filename;
-        e->name_obj = name;
-        e->linetable_obj = linetable;
-        e->firstlineno = firstlineno;
+        e->key = key;
         /* If a read below faults, the guard jumps out and this slot stays FILLING forever:
          * one slot lost, never a wrong name. */
-        e->qualname_off = arena_put_str(py, name, NAME_MAX_CHARS);
-        e->filename_off = arena_put_str(py, filename, FILE_MAX_CHARS);
+        e->qualname_off = arena_put_str(py, key.name, NAME_MAX_CHARS);
+        e->filename_off = arena_put_str(py, key.filename, FILE_MAX_CHARS);
         atomic_store_explicit(&e->state, SLOT_READY, memory_order_release);
         return PA_SYN_FIRST_CODE + i;
     }
@@ -253,35 +265,64 @@ static int read_svarint(uintptr_t tab, long size, long *i) {
     return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
 }
 
-static int line_locations(uintptr_t tab, long size, int line, long target_units) {
+/* One entry of a location table (Objects/locations.md): the source span of a code unit.
+ * Columns are 0-based, -1 when the table has none; line -1 is "no line". */
+struct location {
+    int line, end_line, col, end_col;
+};
+
+/* Decodes the entry that covers code unit target_units into *out; 0 when none does (past the
+ * end, or a garbage table). Entries before it are skipped, their columns left unread. */
+static int locate(uintptr_t tab, long size, int line, long target_units, struct location *out) {
     long addr = 0, i = 0;
     while (i < size) {
         unsigned first = PA_READ(uint8_t, tab + i++);
         if (!(first & 0x80))
-            return -1; /* lost sync: garbage table */
+            return 0; /* lost sync: garbage table */
         unsigned code = (first >> 3) & 15;
         long len = (first & 7) + 1;
-        int has_line = 1;
+        int hit = target_units >= addr && target_units < addr + len;
+        struct location loc = {-1, -1, -1, -1};
         if (code == 15) {
-            has_line = 0;
-        } else if (code == 14) {
+            /* no location: nothing follows */
+        } else if (code == 14) { /* long form */
             line += read_svarint(tab, size, &i);
-            read_varint(tab, size, &i); /* end line delta */
-            read_varint(tab, size, &i); /* column + 1 */
-            read_varint(tab, size, &i); /* end column + 1 */
-        } else if (code == 13) {
+            loc.end_line = line + (int)read_varint(tab, size, &i);
+            loc.col = (int)read_varint(tab, size, &i) - 1;
+            loc.end_col = (int)read_varint(tab, size, &i) - 1;
+        } else if (code == 13) { /* no columns */
             line += read_svarint(tab, size, &i);
-        } else if (code >= 10) {
+            loc.end_line = line;
+        } else if (code >= 10) { /* one line: start and end columns */
             line += (int)code - 10;
-            i += 2; /* start and end columns */
-        } else {
-            i += 1; /* column byte */
+            loc.end_line = line;
+            if (hit) {
+                loc.col = PA_READ(uint8_t, tab + i);
+                loc.end_col = PA_READ(uint8_t, tab + i + 1);
+            }
+            i += 2;
+        } else { /* short form: the column's high bits in code, its low bits and length next */
+            loc.end_line = line;
+            if (hit) {
+                unsigned b = PA_READ(uint8_t, tab + i);
+                loc.col = (int)(code << 3 | ((b >> 4) & 7));
+                loc.end_col = loc.col + (int)(b & 15);
+            }
+            i += 1;
         }
-        if (target_units >= addr && target_units < addr + len)
-            return has_line ? line : -1;
+        if (hit) {
+            loc.line = code == 15 ? -1 : line;
+            *out = loc;
+            return 1;
+        }
         addr += len;
     }
-    return -1;
+    return 0;
+}
+
+static int line_locations(uintptr_t tab, long size, int line, long target_units) {
+    struct location loc;
+    return locate(tab, size, line, target_units, &loc) ? loc.line : -1;
 }
 
 int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code,
@@ -312,4 +353,83 @@ int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes) 
     default:
         return line_locations(tab, size, first, offset_bytes / 2);
     }
+}
+
+/* ---- columns (normal context) ----------------------------------------------------------- */
+
+/* Spans already found, by (id, offset, line): an entry never changes once published, so
+ * neither do they, and a code object freed since still gets the span it had. Open addressing,
+ * a few probes, the first of them replaced when all are taken; the callers are serialized
+ * (the uploader, under its lock). */
+enum { COLS_MEMO = 1 << 16, COLS_PROBE = 8 };
+struct cols_memo {
+    uint32_t id, unit;          /* unit: offset in code units + 1; 0 = empty */
+    int32_t line, col, end_col; /* col -1: no span */
+};
+static struct cols_memo cols_memo[COLS_MEMO];
+
+static struct cols_memo *memo_slot(uint32_t id, uint32_t unit, int line, int *hit) {
+    uint32_t h = hash_ptr(((uintptr_t)id << 32 | unit) << 4) ^ (uint32_t)line;
+    for (uint32_t k = 0; k < COLS_PROBE; k++) {
+        struct cols_memo *m = &cols_memo[(h + k) & (COLS_MEMO - 1)];
+        *hit = m->unit && m->id == id && m->unit == unit && m->line == line;
+        if (*hit || !m->unit)
+            return m;
+    }
+    *hit = 0;
+    return &cols_memo[h & (COLS_MEMO - 1)];
+}
+
+/* The location of code unit `unit` of the live code object of entry e: 0 when it is gone
+ * (unreadable, or another object with another key at its address) or the table has none. */
+static int read_location(const struct pa_python *py, const struct code_entry *e, long unit,
+                         struct location *loc) {
+    sigjmp_buf env;
+    sigjmp_buf *volatile prev = pa_guard_env;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0)) {
+        pa_guard_env = prev;
+        return 0;
+    }
+    int found = 0;
+    uintptr_t tab;
+    long size;
+    if (is_type(e->code, py->code_type)) {
+        struct code_key key = read_key(py, e->code);
+        found = same_key(&key, &e->key) && bytes_of(py, key.linetable, &tab, &size) &&
+                locate(tab, size, key.firstlineno, unit, loc);
+    }
+    pa_guard_env = prev;
+    return found;
+}
+
+int pa_code_columns(const struct pa_python *py, uint32_t id, long offset_bytes, int line, int live,
+                    int *col, int *end_col) {
+    if (!slots || id < PA_SYN_FIRST_CODE || id > PA_SYN_FIRST_CODE + slot_mask || line <= 0 ||
+        offset_bytes < 0 || offset_bytes >= (1L << 30) || py->layout.line_kind != PA_LINE_LOCATIONS)
+        return 0;
+    const struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
+    if (atomic_load_explicit(&e->state, memory_order_acquire) != SLOT_READY)
+        return 0;
+    uint32_t unit = (uint32_t)(offset_bytes / 2) + 1;
+    int hit;
+    struct cols_memo *m = memo_slot(id, unit, line, &hit);
+    if (!hit) {
+        /* The code object may have been freed since the sample and its memory reused: read
+         * only while the interpreter runs, under the guard, from an object with the entry's
+         * key. What is not found now may be found later: not remembered. */
+        struct location loc;
+        if (!live || !pa_guard_installed() || pa_py_gone() ||
+            !read_location(py, e, (long)unit - 1, &loc))
+            return 0;
+        /* A span that leaves the frame's line, or has no columns, is written as none. */
+        int on_line = loc.line == line && loc.end_line == line && loc.col >= 0 &&
+                      loc.end_col >= loc.col && loc.end_col < 0xffff;
+        *m = (struct cols_memo){id, unit, line, on_line ? loc.col : -1, on_line ? loc.end_col : -1};
+    }
+    if (m->col < 0)
+        return 0;
+    *col = m->col;
+    *end_col = m->end_col;
+    return 1;
 }

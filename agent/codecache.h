@@ -49,6 +49,16 @@ int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes);
  * the last offset decoded, which is where a caller's frame stays while its callee runs. */
 int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code, long offset_bytes);
 
+/* Normal context (never the signal handler): the 0-based columns [*col, *end_col) of the
+ * source span of the instruction at offset_bytes of the code object of id (3.11+ location
+ * table), when that span starts and ends on `line`, the frame's line, and has columns; else 0.
+ * live: the interpreter runs (not finalizing), so code objects may be read: the code object is
+ * read again under the fault guard, only while it still has the key its entry was made with.
+ * Without live only what an earlier call found is answered: what is found is remembered for
+ * that (id, offset, line). Calls must not run concurrently. */
+int pa_code_columns(const struct pa_python *py, uint32_t id, long offset_bytes, int line, int live,
+                    int *col, int *end_col);
+
 extern unsigned long pa_code_cache_full;
 
 #endif

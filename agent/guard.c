@@ -59,6 +59,10 @@ void pa_guard_uninstall(void) {
     pa_real_sigaction(SIGBUS, &app_bus, 0);
 }
 
+int pa_guard_installed(void) {
+    return installed;
+}
+
 int pa_guard_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     if (!installed || (sig != SIGSEGV && sig != SIGBUS))
         return 0;

@@ -21,6 +21,9 @@ extern __thread sigjmp_buf *pa_guard_env __attribute__((tls_model("initial-exec"
 int pa_guard_install(void);
 /* Puts the application's handlers back (at stop). */
 void pa_guard_uninstall(void);
+/* Whether the handler is installed: a guarded read outside the signal handler (the uploader's)
+ * checks it first, since after pa_guard_uninstall a fault would be fatal. */
+int pa_guard_installed(void);
 
 /* Records what the application asks for SIGSEGV/SIGBUS while we own the real handler; returns
  * 1 if the signal is one the guard virtualizes (then *old gets the app's previous action). */

@@ -183,9 +183,12 @@ static void *agent_main(void *arg) {
             seen_initialized |= up;
             int was = torn_down;
             torn_down |= pa_py_finalizing(&py) || (seen_initialized && !up);
-            if (!torn_down)
+            if (!torn_down) {
                 pa_sampler_reconcile();
-            else if (!was && cfg.mode != PA_WALK_CPU)
+                pthread_mutex_lock(&flush_lock);
+                pa_uploader_find_columns();
+                pthread_mutex_unlock(&flush_lock);
+            } else if (!was && cfg.mode != PA_WALK_CPU)
                 pa_sampler_stop(); /* wall and GIL modes end with the interpreter */
         }
         if (stop || pa_sampler_program_gone())
@@ -228,8 +231,10 @@ static int start_sampling(void) {
         return -1;
     }
     pa_sampler_arm_self();
-    /* Uploads, or PYAGENT_DUMP=1: a single-threaded program gets the agent thread too. */
-    if (cfg.server[0] || cfg.dump == PA_DUMP_ON)
+    /* Uploads, PYAGENT_DUMP=1 or PYAGENT_OPCODES=1 (it finds instructions' columns while the
+     * interpreter runs: pa_uploader_find_columns): a single-threaded program gets the agent
+     * thread too. */
+    if (cfg.server[0] || cfg.dump == PA_DUMP_ON || cfg.opcodes)
         need_agent_thread();
     return 0;
 }

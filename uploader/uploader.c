@@ -128,6 +128,14 @@ static uint32_t thread_frame(uint32_t serial) {
     return intern_utf8(frame, (size_t)n < sizeof frame ? (size_t)n : sizeof frame - 1);
 }
 
+/* Whether code objects may be read now (pa_code_columns): not once the interpreter finalizes,
+ * when the memory of freed ones may still look like them. Set by each drain. */
+static int py_live;
+
+static int python_runs(void) {
+    return pa_py_initialized() && !pa_py_finalizing(&py);
+}
+
 static uint32_t code_frame(const struct pa_frame *f) {
     char buf[1400];
     int n;
@@ -148,18 +156,57 @@ static uint32_t code_frame(const struct pa_frame *f) {
     unsigned op;
     if (n >= 0 && (size_t)n < sizeof buf && f->id >= PA_SYN_FIRST_CODE &&
         pa_frame_instr(f, &offset, &op)) {
-        /* PYAGENT_OPCODES: " @OFFSET OPNAME", named for this interpreter's version
-         * (docs/formats.md, "Instructions"). */
-        const char *name = pa_opcode_name((int)py.major, (int)py.minor, op);
-        int m = name ? snprintf(buf + n, sizeof buf - (size_t)n, " @%ld %s", offset, name)
-                     : snprintf(buf + n, sizeof buf - (size_t)n, " @%ld OP%u", offset, op);
+        /* PYAGENT_OPCODES: " @OFFSET[:COL-ENDCOL] OPNAME", named for this interpreter's
+         * version, the columns read from the code object's location table here, outside the
+         * signal handler (docs/formats.md, "Instructions"). */
+        int m = snprintf(buf + n, sizeof buf - (size_t)n, " @%ld", offset);
         n = m < 0 ? n : n + m;
+        int col, end_col;
+        if (n < (int)sizeof buf &&
+            pa_code_columns(&py, f->id, offset, f->line, py_live, &col, &end_col)) {
+            m = snprintf(buf + n, sizeof buf - (size_t)n, ":%d-%d", col, end_col);
+            n = m < 0 ? n : n + m;
+        }
+        const char *name = pa_opcode_name((int)py.major, (int)py.minor, op);
+        if (n < (int)sizeof buf) {
+            m = name ? snprintf(buf + n, sizeof buf - (size_t)n, " %s", name)
+                     : snprintf(buf + n, sizeof buf - (size_t)n, " OP%u", op);
+            n = m < 0 ? n : n + m;
+        }
     }
     if (n < 0)
         n = 0;
     if ((size_t)n >= sizeof buf)
         n = sizeof buf - 1;
     return intern_utf8(buf, (size_t)n);
+}
+
+void pa_uploader_find_columns(void) {
+    static struct pa_table *table;
+    static uint32_t seen;
+    if (!cfg.opcodes || py.layout.line_kind != PA_LINE_LOCATIONS)
+        return;
+    struct pa_table *t = atomic_load(&pa_sampler_tables()->active);
+    uint32_t used = atomic_load(&t->frames_used);
+    if (used > t->frames_cap)
+        used = t->frames_cap;
+    if (t != table || used < seen) { /* swapped, or cleared since */
+        table = t;
+        seen = 0;
+    }
+    int live = python_runs();
+    for (; live && seen < used; seen++) {
+        /* A handler may still be writing the newest frames: whatever they hold, a span is
+         * only taken from the code object of an id, for the line given, and one missed here
+         * is looked for again at the drain. */
+        const struct pa_frame *f = &t->frames[seen];
+        long offset;
+        unsigned op;
+        int col, end_col;
+        if (!pa_native_is_native(f) && f->id >= PA_SYN_FIRST_CODE &&
+            pa_frame_instr(f, &offset, &op))
+            pa_code_columns(&py, f->id, offset, f->line, live, &col, &end_col);
+    }
 }
 
 /* Interpreter internals between Python frames and the C functions they call: dropped. A
@@ -183,6 +230,7 @@ void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
     uint32_t ids[520];
+    py_live = python_runs();
     /* A short program may have no sample at all: its table is not read page by page. */
     uint32_t slots = pa_table_empty(t) ? 0 : t->mask + 1;
     /* Each slot's stack in pending, for the time entries that name slots. */

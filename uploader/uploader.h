@@ -13,6 +13,11 @@
 int pa_uploader_init(const struct pa_config *cfg, const struct pa_python *py);
 /* Was anything sampled in this process (drained or not)? */
 int pa_uploader_has_samples(void);
+/* Agent thread, while the interpreter runs (PYAGENT_OPCODES): finds the column spans of the
+ * instructions in the frames stored since the last call (pa_code_columns), so that a code
+ * object freed before the drain keeps its spans; the final drain runs after finalization,
+ * when every code object may be gone. Under the same lock as the drain. */
+void pa_uploader_find_columns(void);
 /* Moves every sample counted so far into the profiles. final: the last drain of this process
  * (the table is left as it is). */
 void pa_uploader_drain(int final);

@@ -786,8 +786,10 @@ def test_time_buckets(ctx):
 
 def test_opcodes(ctx):
     """PYAGENT_OPCODES=1: on 3.11+ each Python frame names the instruction it executes, at an
-    offset dis lists for that function, with dis's name or one of its specialized forms; before
-    3.11 frames carry no instruction (and nothing breaks)."""
+    offset dis lists for that function, with dis's name or one of its specialized forms, and
+    the columns of its source span exactly when co_positions() gives that offset a span on the
+    frame's line (start line == end line == the line, both columns known), those columns; some
+    samples carry one. Before 3.11 frames carry no instruction (and nothing breaks)."""
     r = ctx.run(["opcodes.py", "names.json"], env={"PYAGENT_OPCODES": "1"})
     check(r.rc == 0, "opcodes.py failed: %s" % r.err[-2000:])
     info = json.load(open(os.path.join(r.cwd, "names.json")))
@@ -798,15 +800,24 @@ def test_opcodes(ctx):
     if tuple(info["version"]) < (3, 11):
         check(not any(" @" in f for frames, _ in p.stacks for f in frames), "an instruction before 3.11")
         return
-    placed = 0
+    placed = spanned = 0
     for f, c in hot:
-        m = re.search(r" @(\d+) (\S+)$", f)
+        m = re.search(r":(\d+)\) @(\d+)(?::(\d+)-(\d+))? (\S+)$", f)
         check(m, "a frame of hot() without its instruction: %r" % f)
-        allowed = info["names"].get(m.group(1))
-        check(allowed is not None, "offset %s is not an instruction of hot(): %r" % (m.group(1), f))
-        check(m.group(2) in allowed, "at offset %s dis says %r, the sample %r" % (m.group(1), allowed, m.group(2)))
+        line, offset, op = int(m.group(1)), m.group(2), m.group(5)
+        allowed = info["names"].get(offset)
+        check(allowed is not None, "offset %s is not an instruction of hot(): %r" % (offset, f))
+        check(op in allowed, "at offset %s dis says %r, the sample %r" % (offset, allowed, op))
+        start, end, col, end_col = info["spans"][offset]
+        want = (col, end_col) if start == end == line and None not in (col, end_col) else None
+        got = (int(m.group(3)), int(m.group(4))) if m.group(3) else None
+        check(got == want, "offset %s on line %d: co_positions() says %r, so the span should be %r; the sample %r"
+              % (offset, line, info["spans"][offset], want, f))
         placed += c
-    print("%d samples of hot() on %d instructions" % (placed, len({f for f, _ in hot})))
+        spanned += c if got else 0
+    check(spanned > 0, "no sample of hot() carries a column span: %r" % hot)
+    print("%d samples of hot() on %d instructions, %d with a column span"
+          % (placed, len({f for f, _ in hot}), spanned))
 
 
 def interp_root(frames):
