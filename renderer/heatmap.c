@@ -42,7 +42,8 @@ struct edge {
 struct instr_entry {
     uint32_t entry; /* the line */
     int64_t offset;
-    const char *op; /* into the profile's frame strings; NULL if unnamed */
+    int32_t col, end_col; /* its source span on the line, -1 if not recorded */
+    const char *op;       /* into the profile's frame strings; NULL if unnamed */
     size_t op_len;
     uint64_t self, total;
     size_t stamp;
@@ -159,8 +160,13 @@ static void build(struct heat *h) {
                     h->ie = xrealloc(h->ie, h->cap_ie * sizeof *h->ie);
                 }
                 int spec = fi.op && pa_opcode_base(fi.op, fi.op_len) != NULL;
-                h->ie[x] = (struct instr_entry){e, fi.offset, fi.op, fi.op_len, 0, 0, 0, spec};
+                h->ie[x] =
+                    (struct instr_entry){e, fi.offset, -1, -1, fi.op, fi.op_len, 0, 0, 0, spec};
                 h->nie = x + 1;
+            }
+            if (h->ie[x].col < 0 && fi.col >= 0) { /* frames with and without the span */
+                h->ie[x].col = fi.col;
+                h->ie[x].end_col = fi.end_col;
             }
             h->instr_of[id] = x;
         }
@@ -385,10 +391,20 @@ static int cmp_instr(const void *a, const void *b) {
     return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
 }
 
+/* Whether [col, end_col) cuts the line's text at character boundaries (the columns are UTF-8
+ * byte offsets, as CPython counts them). */
+static int span_fits(const char *text, size_t tlen, int32_t col, int32_t end_col) {
+    if (!text || col < 0 || end_col < col || (size_t)end_col > tlen)
+        return 0;
+    return ((unsigned char)text[col] & 0xc0) != 0x80 &&
+           ((size_t)end_col == tlen || ((unsigned char)text[end_col] & 0xc0) != 0x80);
+}
+
 /* The instructions of line e as rows of the same table, under the line's own columns (self,
- * total), in bytecode order; hidden until the line's "bytecode" button opens them. */
-static void put_instructions(pa_buf *b, const struct heat *h, uint32_t e, uint32_t ln,
-                             uint64_t all) {
+ * total), in bytecode order; hidden until the line's "bytecode" button opens them. An
+ * instruction with a column span shows it, and the line's text with that span marked. */
+static void put_instructions(pa_buf *b, const struct heat *h, uint32_t e, uint32_t ln, uint64_t all,
+                             const char *text, size_t tlen) {
     const struct instr_entry **v = xrealloc(NULL, (h->nie + 1) * sizeof *v);
     size_t n = 0;
     for (size_t x = 0; x < h->nie; x++)
@@ -417,7 +433,21 @@ static void put_instructions(pa_buf *b, const struct heat *h, uint32_t e, uint32
         } else {
             pa_buf_puts(b, "(opcode not recorded)");
         }
-        pa_buf_puts(b, "</code></td></tr>\n");
+        pa_buf_puts(b, "</code>");
+        if (in->col >= 0) {
+            pa_buf_printf(b, " <span class=\"cols\">columns %d-%d</span>", (int)in->col,
+                          (int)in->end_col);
+            if (span_fits(text, tlen, in->col, in->end_col)) {
+                pa_buf_puts(b, " <code class=\"span\">");
+                pa_buf_html_str(b, text, (size_t)in->col);
+                pa_buf_puts(b, "<mark>");
+                pa_buf_html_str(b, text + in->col, (size_t)(in->end_col - in->col));
+                pa_buf_puts(b, "</mark>");
+                pa_buf_html_str(b, text + in->end_col, tlen - (size_t)in->end_col);
+                pa_buf_puts(b, "</code>");
+            }
+        }
+        pa_buf_puts(b, "</td></tr>\n");
     }
     free(v);
 }
@@ -558,7 +588,7 @@ static int file_page(const struct heat *h, const pa_heatmap_opts *o, uint32_t fi
                           ln, ninstr, ninstr == 1 ? "" : "s");
         pa_buf_puts(&b, "</td></tr>\n");
         if (ninstr)
-            put_instructions(&b, h, (uint32_t)e, ln, all);
+            put_instructions(&b, h, (uint32_t)e, ln, all, text, tlen);
     }
     pa_buf_puts(&b, "</tbody></table>\n");
     page_tail(&b);

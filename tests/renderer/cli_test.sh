@@ -256,13 +256,15 @@ EOF
     grep -q "<li class=\"card\" data-total=\"12\" data-self=\"5\".*<a href=\"$page\">/build/app/main.py</a>.*<b>3</b> lines and <b>3</b> functions sampled.*<a href=\"$page#line-3\">line 3</a>" "$T/hm/index.html" || fail "main.py's card: samples, lines and functions sampled, hottest line"
     grep -q 'c-spec' "$T/hm/index.html" && fail "specialization without instruction data"
     cat >"$T/op.folded" <<EOF
-thread:Main;<module> (/build/app/main.py:3) @2 CALL;f (/build/app/main.py:10) @8 LOAD_ATTR_INSTANCE_VALUE 3
+thread:Main;<module> (/build/app/main.py:3) @2 CALL;f (/build/app/main.py:10) @8:0-7 LOAD_ATTR_INSTANCE_VALUE 3
 thread:Main;<module> (/build/app/main.py:3) @2 CALL;f (/build/app/main.py:20) @4 BINARY_OP 1
 EOF
     "$RENDER" heatmap "$T/op.folded" -o "$T/hmo" --source-root /build="$T/src" || fail "heatmap with instructions"
     grep -q 'id="line-10" class="hot" style="[^"]*;--spec:1.000" data-spec="1.000"' "$T/hmo/file-0.html" || fail "line on a specialized instruction"
     grep -q 'id="line-20" class="hot" style="[^"]*;--spec:0.000" data-spec="0.000"' "$T/hmo/file-0.html" || fail "line on an unspecialized instruction"
     grep -q 'id="by-spec"' "$T/hmo/file-0.html" || fail "no specialization toggle"
+    grep -q '<td class="ln">@8</td>.*LOAD_ATTR_INSTANCE_VALUE.* <span class="cols">columns 0-7</span> <code class="span"><mark>line_10</mark> = 10  # &lt;i&gt;10&lt;/i&gt;</code>' "$T/hmo/file-0.html" || fail "instruction's column span not shown on its line"
+    grep '<td class="ln">@4</td>' "$T/hmo/file-0.html" | grep -q 'class="cols"' && fail "columns shown for an instruction without a span"
     grep -q '<b>37.5%</b> specialized' "$T/hmo/index.html" || fail "file's specialization (3 of 4 + 4 samples)"
     ;;
 svg)
