@@ -454,7 +454,8 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
         put_u64(out, (uint64_t)fi[id].kind);
     }
     /* Instructions (PYAGENT_OPCODES): offset (-1: none) and opcode name (an index into
-     * "ops", 0: none), only when some frame has one. */
+     * "ops", 0: none), only when some frame has one; and the column span ("col", "endcol",
+     * -1: none) only when some frame has one. */
     int any_instr = 0;
     for (uint32_t id = 0; id < nframes && !any_instr; id++)
         any_instr = fi[id].offset >= 0;
@@ -464,6 +465,17 @@ void pa_profile_encode_report_json(const pa_profile *cur, const pa_profile *base
         pa_buf_puts(out, "],\"off\":[");
         for (uint32_t id = 0; id < nframes; id++)
             pa_buf_printf(out, id ? ",%lld" : "%lld", (long long)fi[id].offset);
+        int any_span = 0;
+        for (uint32_t id = 0; id < nframes && !any_span; id++)
+            any_span = fi[id].col >= 0;
+        if (any_span) {
+            pa_buf_puts(out, "],\"col\":[");
+            for (uint32_t id = 0; id < nframes; id++)
+                pa_buf_printf(out, id ? ",%d" : "%d", (int)fi[id].col);
+            pa_buf_puts(out, "],\"endcol\":[");
+            for (uint32_t id = 0; id < nframes; id++)
+                pa_buf_printf(out, id ? ",%d" : "%d", (int)fi[id].end_col);
+        }
         pa_buf_puts(out, "],\"op\":[");
         for (uint32_t id = 0; id < nframes; id++)
             pa_buf_printf(out, id ? ",%u" : "%u",

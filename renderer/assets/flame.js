@@ -603,7 +603,9 @@
     for (let i = 0; i < n; i++) {
       if (map[i] !== v || F.off[tframe[i]] < 0) continue;
       const key = F.off[tframe[i]] + ' ' + F.op[tframe[i]];
-      const e = by.get(key) || { off: F.off[tframe[i]], op: data.frames.ops[F.op[tframe[i]]] || '', total: 0, self: 0 };
+      const e = by.get(key) || { off: F.off[tframe[i]], op: data.frames.ops[F.op[tframe[i]]] || '', span: '', total: 0, self: 0 };
+      /* the instruction's source columns on its line (@OFFSET:COL-ENDCOL), where recorded */
+      if (F.col && F.col[tframe[i]] >= 0) e.span = ':' + F.col[tframe[i]] + '-' + F.endcol[tframe[i]];
       e.total += sub[i];
       e.self += tself[i];
       by.set(key, e);
@@ -672,7 +674,7 @@
       const t2 = document.createElement('table');
       for (const e of ops.slice(0, 8)) {
         const [opname, base] = e.op.split('|');
-        addRow(t2, ['@' + e.off + ' ' + (opname || '?') + (base ? ' (specialized ' + base + ')' : ''),
+        addRow(t2, ['@' + e.off + e.span + ' ' + (opname || '?') + (base ? ' (specialized ' + base + ')' : ''),
           fmt(e.total) + ' total', fmt(e.self) + ' self', pct(e.total / (W.total[v] || 1))]);
       }
       box.appendChild(t2);

@@ -79,7 +79,7 @@ export async function waitFor(page, fn, arg, timeout = 30000) {
 
 // A profile with time buckets and bytecode instructions, whose numbers the tests know:
 // 6 seconds of 20 ms buckets from T0_MS. MainThread runs phase_a for the first 3 s (2 samples
-// per bucket, split between two instructions of line 20) and phase_b for the last 3 s (2 per
+// per bucket, split between two instructions of line 20, one with its column span) and phase_b for the last 3 s (2 per
 // bucket); worker-1 polls through all 6 s (1 per bucket). 900 samples in all.
 export const T0_MS = 1763750000000;
 export function timedProfile(out, t0 = T0_MS) {
@@ -87,7 +87,7 @@ export function timedProfile(out, t0 = T0_MS) {
     `achieved_rate=97 cpu_s=9.000 dropped=0 truncated=2 unreadable=0 bucket_ms=20 t0_ms=${t0}`];
   const runs = (from, to, c) => `#t ${from}:` + Array(to - from).fill(c).join(',');
   const main = 'thread:MainThread;<module> (/srv/app/main.py:40);main (/srv/app/main.py:31)';
-  lines.push(`${main};phase_a (/srv/app/main.py:20) @40 BINARY_OP 150`, runs(0, 150, 1));
+  lines.push(`${main};phase_a (/srv/app/main.py:20) @40:4-12 BINARY_OP 150`, runs(0, 150, 1));
   lines.push(`${main};phase_a (/srv/app/main.py:20) @52 LOAD_ATTR_INSTANCE_VALUE 150`, runs(0, 150, 1));
   lines.push(`${main};phase_b (/srv/app/main.py:25) 300`, runs(150, 300, 2));
   lines.push('thread:worker-1;run (/usr/lib/python3.11/threading.py:975);poll (/srv/app/poll.py:3) 300', runs(0, 300, 1));

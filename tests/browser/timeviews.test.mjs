@@ -118,7 +118,7 @@ test('the tooltip unfolds a line into its bytecode instructions', async () => {
   await page.waitForSelector('#tooltip:not([hidden])');
   const tip = await page.textContent('#tooltip');
   assert.match(tip, /Bytecode instructions:/);
-  assert.match(tip, /@40 BINARY_OP150 total150 self50\.00%/);
+  assert.match(tip, /@40:4-12 BINARY_OP150 total150 self50\.00%/);
   assert.match(tip, /@52 LOAD_ATTR_INSTANCE_VALUE \(specialized LOAD_ATTR\)150 total/);
   await shot(page, 'flamegraph-opcodes');
   await page.close();
@@ -131,7 +131,7 @@ test('the source heatmap unfolds a line into its instructions, under the line\'s
   assert.equal(await page.isHidden('tr.op'), true);
   await page.click('#line-20 button.bc');
   const rows = await page.$$eval('tr.op[data-of="20"]', (rs) => rs.map((r) => Array.from(r.cells).map((c) => c.textContent)));
-  assert.deepEqual(rows, [['@40', '150', '150', 'BINARY_OP'], ['@52', '150', '150', 'LOAD_ATTR_INSTANCE_VALUE specialized from LOAD_ATTR']]);
+  assert.deepEqual(rows, [['@40', '150', '150', 'BINARY_OP columns 4-12'], ['@52', '150', '150', 'LOAD_ATTR_INSTANCE_VALUE specialized from LOAD_ATTR']]);
   const line = await page.$$eval('#line-20 td', (c) => c.slice(1, 3).map((x) => x.textContent));
   assert.deepEqual(line, ['300', '300'], 'the line is the sum of its instructions');
   // the instruction columns line up with the line's

@@ -188,6 +188,9 @@ cpython_exports)
     printf '# pyagent 1 rate=100 mode=wall\nthread:A;main (a.py:1);f (a.py:5);g (a.py:9) 30\nthread:B;main (a.py:1);f (a.py:5);f (a.py:5);h (b.py:9) @12:4-9 LOAD_ATTR 10\nthread:B;<idle> 5\nthread:C;run (é.py:2);read [libc.so.6] 3000000000\n' >"$T/a.folded"
     "$RENDER" export "$T/a.folded" -o "$T/a.pstats" || fail "pstats"
     "$RENDER" export "$T/a.folded" -o "$T/a.out" --format jsonl || fail "jsonl"
+    # The reports' data keeps the instruction's column span (the flamegraph's tooltip shows @12:4-9).
+    "$RENDER" export "$T/a.folded" -o "$T/a.report.json" || fail "report json"
+    python3 -c 'import json, sys; f = json.load(open(sys.argv[1]))["frames"]; i = f["off"].index(12); assert (f["col"][i], f["endcol"][i]) == (4, 9) and f["col"].count(-1) == len(f["col"]) - 1, f' "$T/a.report.json" || fail "report json without the column span"
     python3 - "$T/a.pstats" "$T/a.out" <<'EOF' || fail "pstats/jsonl content"
 import json, pstats, sys
 s = pstats.Stats(sys.argv[1]).stats
