@@ -1,6 +1,7 @@
 // sidebar.test.mjs - the flamegraph page's sidebar and page furniture: profile facts, hot
-// spots that highlight, per-thread shares, colour legend, merge by module, system theme with
-// a switch, keyboard navigation, help, the SVG of the view; every view quiet in the console.
+// spots that highlight, per-thread shares, the header's thread states, colour legend, merge by
+// module, system theme with a switch, keyboard navigation, help, the SVG of the view; every
+// view quiet in the console.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
