@@ -207,6 +207,9 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     st->unreadable = hc.unreadable;
     st->truncated = hc.truncated;
     st->foreign = hc.foreign;
+    st->gil_held = hc.gil_held;
+    st->gil_released = hc.gil_released;
+    st->exception = hc.exception;
     st->handler_p50_ns = hc.p50_ns;
     st->handler_p99_ns = hc.p99_ns;
     memcpy(st->handler_hist, hc.hist, sizeof st->handler_hist);

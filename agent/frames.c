@@ -222,6 +222,27 @@ static int collecting(const struct pa_python *py, uintptr_t ts) {
     return PA_READ(int, base + l->gc_collecting) != 0 && holds_gil(py, ts);
 }
 
+/* Is the thread handling an exception, inside an except block (or a finally block or with
+ * statement's exit run because of one)? What sys.exc_info() answers: the top item of the
+ * thread's stack of handled exceptions (exc_info), or the first item below it that holds one
+ * (a generator or coroutine pushes an empty item of its own while it runs, which
+ * sys.exc_info() sees through). An item handles nothing when its exception is NULL or None
+ * (3.11's POP_EXCEPT restores None). Bounded: a chain read while it changes, or a deep await
+ * chain, ends the search (as "no"). Under the caller's guard. */
+static int handling_exception(const struct pa_python *py, uintptr_t ts) {
+    const struct pa_layout *l = &py->layout;
+    if (!l->ts_exc_info)
+        return 0;
+    uintptr_t item = PA_READ(uintptr_t, ts + l->ts_exc_info);
+    for (int i = 0; i < 16 && item && pa_aligned(item, 8); i++) {
+        uintptr_t exc = PA_READ(uintptr_t, item + l->ei_value);
+        if (exc && exc != py->none)
+            return 1;
+        item = PA_READ(uintptr_t, item + l->ei_previous);
+    }
+    return 0;
+}
+
 /* Wall mode: what the interrupted thread was doing. A signal is delivered on the way back
  * from the kernel, so a thread that was *waiting* in a system call shows either a call to be
  * restarted (SA_RESTART: the instruction pointer is back on the `syscall` instruction and
@@ -327,6 +348,10 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             }
         }
     }
+    /* The thread's state, for the header's counts only: the stack is the same either way. */
+    if (ts)
+        counts->state = PA_THREAD_PYTHON | (holds_gil(py, ts) ? PA_THREAD_GIL : 0) |
+                        (handling_exception(py, ts) ? PA_THREAD_EXCEPTION : 0);
     /* A running thread inside a collection: <GC> is the leaf, under the frame whose
      * allocation (or evaluation-loop check) started it. A waiting thread keeps its state; a
      * stack of one slot keeps it for <truncated>. */

@@ -27,6 +27,15 @@ static inline int pa_frame_instr(const struct pa_frame *f, long *offset, unsigne
 struct pa_walk_counts {
     unsigned long unreadable; /* frames that faulted or failed validation */
     unsigned long truncated;  /* stacks cut at the depth limit */
+    unsigned state;           /* the sampled thread's PA_THREAD_* bits */
+};
+
+/* What the sampled thread was doing, besides its stack (the header's gil_held, gil_released
+ * and exception counts, docs/formats.md). */
+enum pa_thread_state {
+    PA_THREAD_PYTHON = 1,    /* it has a Python thread state (the bits below are read) */
+    PA_THREAD_GIL = 2,       /* it holds the GIL of its interpreter */
+    PA_THREAD_EXCEPTION = 4, /* it is handling an exception (an except or finally block) */
 };
 
 /* What a sample is of (PYAGENT_MODE). */

@@ -38,6 +38,9 @@ _Atomic int pa_handler_running;
 __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t n_signals, n_unreadable, n_truncated, n_foreign;
+/* Samples (weighted as counted) of Python threads holding the GIL, not holding it, and
+ * handling an exception (pa_handler_add_state). */
+static _Atomic uint64_t n_gil_held, n_gil_released, n_exception;
 static _Atomic uint32_t hist[HIST_N], loghist[LOG_N];
 
 /* What the program installed for SIGPROF while ours is the real handler. */
@@ -172,6 +175,9 @@ void pa_handler_get_counts(struct pa_handler_counts *c) {
     c->unreadable = atomic_load(&n_unreadable);
     c->truncated = atomic_load(&n_truncated);
     c->foreign = atomic_load(&n_foreign);
+    c->gil_held = atomic_load(&n_gil_held);
+    c->gil_released = atomic_load(&n_gil_released);
+    c->exception = atomic_load(&n_exception);
     uint32_t h[HIST_N];
     for (int i = 0; i < HIST_N; i++)
         h[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
@@ -196,8 +202,20 @@ void pa_handler_add_counts(unsigned long unreadable, unsigned long truncated) {
         atomic_fetch_add_explicit(&n_truncated, truncated, memory_order_relaxed);
 }
 
+void pa_handler_add_state(unsigned state, uint64_t weight) {
+    if (!(state & PA_THREAD_PYTHON))
+        return;
+    atomic_fetch_add_explicit(state & PA_THREAD_GIL ? &n_gil_held : &n_gil_released, weight,
+                              memory_order_relaxed);
+    if (state & PA_THREAD_EXCEPTION)
+        atomic_fetch_add_explicit(&n_exception, weight, memory_order_relaxed);
+}
+
 void pa_handler_fork_child(void) {
     atomic_store(&n_signals, 0);
+    atomic_store(&n_gil_held, 0);
+    atomic_store(&n_gil_released, 0);
+    atomic_store(&n_exception, 0);
     atomic_store(&n_unreadable, 0);
     atomic_store(&n_truncated, 0);
     atomic_store(&n_foreign, 0);
@@ -363,7 +381,7 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         return;
     }
     struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
-    struct pa_walk_counts counts = {0, 0};
+    struct pa_walk_counts counts = {0, 0, 0};
     /* With native frames the walker's output is raw material (markers included), bounded by
      * the buffer; the depth limit applies to the interleaved stack. */
     int flags =
@@ -378,6 +396,7 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         depth = splice_native(uc, frames, depth);
     pa_handler_count(pa_handler_serial, frames, (uint32_t)depth, weight);
     pa_handler_add_counts(counts.unreadable, counts.truncated);
+    pa_handler_add_state(counts.state, weight);
     hist_add(pa_mono_ns() - t0);
 }
 

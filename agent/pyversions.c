@@ -104,6 +104,12 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
                 py->version);
         return -1;
     }
+    /* PyThreadState.exc_info is not published (3.15 publishes exc_state, the thread's own
+     * item, not the pointer to the top one, a generator's while it runs): the table's offset
+     * stands where the published thread-state offsets agree with the table's, else the
+     * exception share is not measured (a build whose thread state differs). */
+    if (d[l->dbg.ts_frame] != l->ts_frame || d[l->dbg.ts_status] != l->ts_status)
+        l->ts_exc_info = 0;
 #define TAKE(field) l->field = (unsigned)d[l->dbg.field]
     TAKE(rt_finalizing);
     TAKE(rt_interpreters_head);
@@ -179,6 +185,7 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
     py->code_type = (uintptr_t)sym("PyCode_Type");
     py->unicode_type = (uintptr_t)sym("PyUnicode_Type");
     py->bytes_type = (uintptr_t)sym("PyBytes_Type");
+    py->none = (uintptr_t)sym("_Py_NoneStruct");
     if (!py->code_type || !py->unicode_type || !py->bytes_type) {
         pa_fail(err, "Python %s does not export its type objects", py->version);
         return -1;

@@ -44,6 +44,9 @@ struct pa_layout {
     /* The cyclic collector's "collecting" flag (an int): at _PyRuntime + gc_collecting on
      * 3.8, at the interpreter + gc_collecting from 3.9 on (gc_via_interp). */
     unsigned gc_via_interp, gc_collecting;
+    /* The exception being handled: PyThreadState.exc_info (a _PyErr_StackItem *), and in an
+     * item its exception (exc_type up to 3.10, exc_value from 3.11) and previous_item. */
+    unsigned ts_exc_info, ei_value, ei_previous;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
@@ -68,6 +71,7 @@ struct pa_python {
     uintptr_t code_type;  /* &PyCode_Type */
     uintptr_t unicode_type;
     uintptr_t bytes_type;
+    uintptr_t none; /* &_Py_NoneStruct: an exception slot holding None handles nothing */
     struct pa_layout layout;
     int debug_offsets; /* 1 when _Py_DebugOffsets confirmed the layout (3.13+) */
 };

@@ -35,7 +35,9 @@ struct pa_sampler_stats {
     uint64_t truncated;       /* stacks cut at max_depth */
     uint64_t foreign;         /* SIGPROFs that were not ours, passed to the program */
     uint64_t code_cache_full; /* frames unnamed because the code cache was full */
-    uint64_t handler_p50_ns;  /* handler time, from a histogram of every sample */
+    /* Samples of Python threads holding the GIL, not holding it, handling an exception */
+    uint64_t gil_held, gil_released, exception;
+    uint64_t handler_p50_ns; /* handler time, from a histogram of every sample */
     uint64_t handler_p99_ns;
     char handler_hist[1600]; /* "FLOOR_NS:COUNT,..." quarter-octave buckets (formats.md) */
     uint64_t cpu_ns;         /* the program's CPU time while sampled (agent threads excluded) */

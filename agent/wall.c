@@ -60,13 +60,14 @@ static void count_off_cpu(struct pa_thread_rec *r, uint64_t weight) {
     struct pa_other_thread o = {(unsigned long)r->pthread, -1, 0};
     waiting_in(r->tid, &o);
     struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
-    struct pa_walk_counts counts = {0, 0};
+    struct pa_walk_counts counts = {0, 0, 0};
     int depth = pa_walk_other_thread(py, frames, (int)cfg->max_depth, &counts,
                                      PA_WALK_WALL | (cfg->opcodes ? PA_WALK_OPCODES : 0), &o);
     if (depth == 0)
         return;
     pa_handler_count(r->serial, frames, (uint32_t)depth, weight);
     pa_handler_add_counts(counts.unreadable, counts.truncated);
+    pa_handler_add_state(counts.state, weight);
 }
 
 static void wall_tick(uint64_t elapsed) {
@@ -144,7 +145,7 @@ int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out,
     pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, &old);
     int depth = -1;
     if (pa_py_ready(py)) {
-        struct pa_walk_counts counts = {0, 0};
+        struct pa_walk_counts counts = {0, 0, 0};
         depth = pa_walk_other_thread(py, out, max, &counts, PA_WALK_WALL, &o);
     }
     pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);

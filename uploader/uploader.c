@@ -345,6 +345,12 @@ static int write_local(int final, int quiet) {
         set_meta_u64("untimed", untimed_total);
     set_meta_u64("unreadable", st.unreadable);
     set_meta_u64("truncated", st.truncated);
+    /* The sampled threads' states: shares of `samples` in the report's sidebar
+     * (docs/formats.md). No exception count where the thread state's exc_info is unknown. */
+    set_meta_u64("gil_held", st.gil_held);
+    set_meta_u64("gil_released", st.gil_released);
+    if (py.layout.ts_exc_info)
+        set_meta_u64("exception", st.exception);
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
     pa_profile_set_meta(total, "handler_hist", st.handler_hist);

@@ -141,6 +141,17 @@ int main(void) {
     printf("     .gc_via_interp = 0, .gc_collecting = %u,\n",
            OFF(_PyRuntimeState, gc) + OFF(struct _gc_runtime_state, collecting));
 #endif
+    /* The exception being handled: tstate->exc_info points to the top item of the stack of
+     * handled exceptions (a running generator's or coroutine's own item, else the thread's
+     * exc_state), linked to the one below through previous_item. An item's exception is
+     * exc_type up to 3.10, exc_value from 3.11; NULL or None when it handles none. */
+#if PY_VERSION_HEX >= 0x030B0000
+    unsigned ei_value = OFF(_PyErr_StackItem, exc_value);
+#else
+    unsigned ei_value = OFF(_PyErr_StackItem, exc_type);
+#endif
+    printf("     .ts_exc_info = %u, .ei_value = %u, .ei_previous = %u,\n",
+           OFF(PyThreadState, exc_info), ei_value, OFF(_PyErr_StackItem, previous_item));
     /* 3.11 marks the first frame of each C call of the evaluation loop; later versions push
      * a shim frame there instead (owner >= owner_skip). */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000

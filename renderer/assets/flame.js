@@ -1262,7 +1262,26 @@
       li.appendChild(bar(c / (leafTotal || 1)));
       su.appendChild(li);
     }
-    $('sec-states').hidden = list.length < 2;
+    /* What the agent saw of the sampled Python threads besides their stacks (the header's
+     * gil_held, gil_released and exception counts): shares of those threads' samples, for
+     * the whole profile (the thread filter and time range do not apply). */
+    const held = Number(meta.gil_held), released = Number(meta.gil_released);
+    let extra = 0;
+    if (meta.gil_held !== undefined && held + released > 0) {
+      const py = held + released;
+      const rows = [['GIL held', held], ['GIL released', released]];
+      if (meta.exception !== undefined) rows.push(['handling an exception', Number(meta.exception)]);
+      for (const [name, c] of rows) {
+        const li = document.createElement('li');
+        li.className = 'header-state';
+        li.title = 'of the ' + fmt(py) + ' samples of Python threads, whole profile';
+        li.textContent = name + ' ' + pct(c / py);
+        li.appendChild(bar(c / py));
+        su.appendChild(li);
+        extra++;
+      }
+    }
+    $('sec-states').hidden = list.length < 2 && extra === 0;
   }
 
   function refreshLegend() {

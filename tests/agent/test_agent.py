@@ -348,6 +348,58 @@ def test_gc_disabled(ctx):
     check(gc == 0, "%d of %d samples of make_cycles() have <GC>" % (gc, n))
 
 
+def state_share(p, key, truth, want_key, n):
+    """(sampled %, measured %, tolerance in points) of one header count among the Python
+    threads' samples: 1 point plus three standard deviations of a binomial count of n."""
+    got = 100.0 * int(p.meta[key]) / n
+    want = 100.0 * truth[want_key] / truth["total"]
+    q = want / 100.0
+    return got, want, 1.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+
+
+def test_thread_states(ctx):
+    """The header's gil_held, gil_released and exception counts (docs/formats.md): one thread
+    spends known shares of its CPU time (time.thread_time() around each phase, 4 s at 1 kHz)
+    in plain arithmetic, in SHA-256 of 4 MB buffers (the GIL released inside), and in the
+    same arithmetic inside an except block, half of it in a generator run from the block.
+    Each share within 1 point plus three binomial deviations of the measured one; the
+    exception share counts the generator's half too (what sys.exc_info() says there)."""
+    rate = 1000
+    r = ctx.run(["thread_states.py", "truth.json", "4"], env={"PYAGENT_RATE": str(rate)})
+    check(r.rc == 0, "thread_states.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    for key in ("gil_held", "gil_released", "exception"):
+        check(key in p.meta, "no %s in the header: %r" % (key, p.meta))
+    n = int(p.meta["gil_held"]) + int(p.meta["gil_released"])
+    check(n >= 0.8 * rate * truth["total"], "%d samples of Python threads stand for %.2f s; it used %.2f s"
+          % (n, n / rate, truth["total"]))
+    check(n <= int(p.meta["samples"]), "more thread states than samples: %r" % p.meta)
+    report = []
+    for key, want_key in (("gil_released", "released"), ("exception", "exception")):
+        got, want, tol = state_share(p, key, truth, want_key, n)
+        report.append("%s %.2f%% (measured %.2f%%, tolerance %.1f)" % (key, got, want, tol))
+        check(want > 15.0, "the workload's %s phase is too short: %r" % (want_key, truth))
+        check(abs(got - want) <= tol, "share off: %s; header %r" % (report[-1], p.meta))
+    print("%d samples; %s" % (n, "; ".join(report)))
+
+
+def test_thread_states_wall_mode(ctx):
+    """PYAGENT_MODE=wall: the same counts; a sleeping second thread adds samples with the GIL
+    released and no exception, so the shares are of the two threads' samples together, and
+    the sleeper's are at most the run's wall time in samples."""
+    rate = 500
+    r = ctx.run(["thread_states.py", "truth.json", "1.5", "sleeper"],
+                env={"PYAGENT_RATE": str(rate), "PYAGENT_MODE": "wall"})
+    check(r.rc == 0, "thread_states.py failed: %s" % r.err[-2000:])
+    p = r.profile()
+    check(p.meta.get("mode") == "wall", "header %r" % p.meta)
+    held, released, exc = (int(p.meta[k]) for k in ("gil_held", "gil_released", "exception"))
+    check(held > 0 and released > held and 0 < exc < held,
+          "held %d, released %d, exception %d" % (held, released, exc))
+    print("wall: held %d, released %d, exception %d of %s samples" % (held, released, exc, p.meta["samples"]))
+
+
 def test_native_frames(ctx):
     """PYAGENT_NATIVE=1: zlib's C frames under the Python function that called it, with a
     share within 3 points of the time measured."""
@@ -1270,7 +1322,9 @@ SCOPES.update({case: "spread" for case in (
     "dump_threads", "dump_gil_deadlock", "dump_refusals", "dump_invisible", "top_in_tmux",
     # The flag gc_share reads on every interpreter, read again from the tick thread: wall time
     # against wall time, the loosest of the GC checks (8 points of slack), on the spread only.
-    "gc_wall_mode")})
+    "gc_wall_mode",
+    # The thread-state counts from the tick thread: the same reads as thread_states.
+    "thread_states_wall_mode")})
 
 
 def main():

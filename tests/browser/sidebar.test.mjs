@@ -1,8 +1,10 @@
 // sidebar.test.mjs - the flamegraph page's sidebar and page furniture: profile facts, hot
-// spots that highlight, per-thread shares, colour legend, merge by module, system theme with
-// a switch, keyboard navigation, help, the SVG of the view; every view quiet in the console.
+// spots that highlight, per-thread shares, the header's thread states, colour legend, merge by
+// module, system theme with a switch, keyboard navigation, help, the SVG of the view; every
+// view quiet in the console.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { launch, open, render, shot, work, waitFor, timedProfile, FIXTURES } from './lib.mjs';
 
@@ -216,4 +218,27 @@ test('the view saves as an SVG of the frames drawn', async () => {
   assert.match(svg, /<title>phase_a \(\/srv\/app\/main\.py:20\) \(300 samples\)<\/title>/);
   assert.equal((svg.match(/<rect /g) || []).length, 9);
   await page.close();
+});
+
+test('thread states add the header\'s GIL and exception shares, summed over merged profiles, only when present', async () => {
+  const stacks = (n) => `thread:MainThread;<module> (/srv/app/main.py:40);work (/srv/app/main.py:12) ${n}\n`;
+  const a = join(work, 'states-a.folded'), b = join(work, 'states-b.folded');
+  writeFileSync(a, '# pyagent 1 rate=100 mode=cpu python=3.12.1 samples=800 gil_held=600 gil_released=200 exception=100\n' + stacks(800));
+  writeFileSync(b, '# pyagent 1 rate=100 mode=cpu python=3.12.1 samples=200 gil_held=100 gil_released=100 exception=0\n' + stacks(200));
+  const out = join(work, 'states.html');
+  render('flamegraph', a, b, '-o', out);
+  const { page, errors } = await open(ctx, out);
+  assert.equal(await page.isHidden('#sec-states'), false);
+  const rows = await page.$$eval('#states li.header-state', (ls) => ls.map((l) => l.textContent));
+  assert.deepEqual(rows, ['GIL held 70.00%', 'GIL released 30.00%', 'handling an exception 10.00%']);
+  assert.deepEqual(errors, []);
+  await page.close();
+  // Without the counts (an older agent, another profiler's file): no such rows.
+  const c = join(work, 'states-none.folded');
+  writeFileSync(c, '# pyagent 1 rate=100 mode=cpu python=3.12.1\n' + stacks(100));
+  render('flamegraph', c, '-o', join(work, 'states-none.html'));
+  const none = await open(ctx, join(work, 'states-none.html'));
+  assert.equal(await none.page.$$eval('#states li.header-state', (ls) => ls.length), 0);
+  assert.equal(await none.page.isHidden('#sec-states'), true);
+  await none.page.close();
 });
