@@ -325,6 +325,17 @@ void pa_handler_count(uint32_t serial, const struct pa_frame *frames, uint32_t d
     pa_tables_leave(t);
 }
 
+/* Stack a sample needs below take_sample's frame when it runs on the program's alternate
+ * signal stack (stack_room), measured with tests/harmless/cases/small_signal_stack.py as bytes
+ * of a 64 KiB alternate stack used, the interrupted handler's 3,008 included: CPU mode 10,296
+ * (the frame buffer at the default depth, the walk, the count and the kernel's ~3 KB signal
+ * frame), native frames 22,744 (libunwind and the splice's buffers). SMALL_STACK_WALK is
+ * what the walk needs besides its frame buffer, with room for a guarded read's fault (another
+ * kernel frame); SMALL_STACK_COUNT a one-frame count; NATIVE_STACK native frames, with a
+ * margin since libunwind's use varies with the code it reads. */
+enum { SMALL_STACK_WALK = 8 * 1024, SMALL_STACK_COUNT = 2 * 1024, NATIVE_STACK = 48 * 1024 };
+enum { MIN_FRAMES = 16 };
+
 /* Native mode: the C stack spliced with the Python frames, back into frames[]. A function of
  * its own (never inlined) so that its buffers take stack space only when native frames are
  * on: the handler runs on whatever thread was interrupted, small stacks included. */
@@ -360,6 +371,49 @@ static void count_outside_python(const siginfo_t *si) {
     pa_handler_count(pa_handler_serial, &f, 1, weight);
 }
 
+/* The walk and the count, with a frame buffer of n (n <= PA_MAX_DEPTH_LIMIT; with native
+ * frames n is PA_MAX_DEPTH_LIMIT). A function of its own so that the buffer is only on the
+ * stack once stack_room said there is room for it. */
+static __attribute__((noinline)) void walk_and_count(void *uc, uint64_t weight, uint64_t t0,
+                                                     int native, int n) {
+    struct pa_frame frames[n];
+    struct pa_walk_counts counts = {0, 0, 0};
+    /* With native frames the walker's output is raw material (markers included), bounded by
+     * the buffer; the depth limit applies to the interleaved stack. */
+    int flags =
+        cfg.mode | (native ? PA_WALK_MARK_ENTRIES : 0) | (cfg.opcodes ? PA_WALK_OPCODES : 0);
+    int depth = pa_walk_this_thread(&py, frames, n, &counts, flags, uc);
+    if (depth == 0) { /* not a sample of this mode (no Python thread, not the GIL holder) */
+        hist_add(pa_mono_ns() - t0);
+        return;
+    }
+    if (native)
+        depth = splice_native(uc, frames, depth);
+    pa_handler_count(pa_handler_serial, frames, (uint32_t)depth, weight);
+    pa_handler_add_counts(counts.unreadable, counts.truncated);
+    pa_handler_add_state(counts.state, weight);
+    hist_add(pa_mono_ns() - t0);
+}
+
+/* The stack left below this frame when the handler runs on the program's alternate signal
+ * stack, SIZE_MAX when it runs on the thread's own. faulthandler gives the main thread one of
+ * a few tens of KiB from malloc, and CPython installs its handlers with SA_ONSTACK; a SIGPROF
+ * that comes while such a handler runs is delivered on that stack too (the kernel stays on it
+ * once there, whatever our flags), and a walk that needs more than is left writes below it,
+ * into whatever malloc put there (docs/harmless.md, class 15). The kernel saves the thread's
+ * alternate stack (place and size) in uc_stack; whether this frame lies on it says where the
+ * handler runs (its SS_ONSTACK flag is not set there, measured on Linux 6.18, even when the
+ * interrupted code ran on that stack). */
+static size_t stack_room(const void *uc) {
+    const stack_t *ss = &((const ucontext_t *)uc)->uc_stack;
+    if ((ss->ss_flags & SS_DISABLE) || ss->ss_size == 0)
+        return SIZE_MAX;
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0), lo = (uintptr_t)ss->ss_sp;
+    if (here < lo || here - lo > ss->ss_size)
+        return SIZE_MAX; /* the thread's own stack */
+    return here - lo;
+}
+
 static void take_sample(int sig, siginfo_t *si, void *uc) {
     if (!pa_timer_is_ours(si)) {
         atomic_fetch_add_explicit(&n_foreign, 1, memory_order_relaxed);
@@ -380,24 +434,22 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         hist_add(pa_mono_ns() - t0);
         return;
     }
-    struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
-    struct pa_walk_counts counts = {0, 0, 0};
-    /* With native frames the walker's output is raw material (markers included), bounded by
-     * the buffer; the depth limit applies to the interleaved stack. */
-    int flags =
-        cfg.mode | (cfg.native ? PA_WALK_MARK_ENTRIES : 0) | (cfg.opcodes ? PA_WALK_OPCODES : 0);
-    int depth = pa_walk_this_thread(
-        &py, frames, cfg.native ? PA_MAX_DEPTH_LIMIT : (int)cfg.max_depth, &counts, flags, uc);
-    if (depth == 0) { /* not a sample of this mode (no Python thread, not the GIL holder) */
+    size_t room = stack_room(uc);
+    if (room < SMALL_STACK_WALK + MIN_FRAMES * sizeof(struct pa_frame)) {
+        /* Too little stack even for a short walk: the sample is counted as a stack that
+         * could not be read, so that the CPU time is still there. */
+        if (room >= SMALL_STACK_COUNT) {
+            struct pa_frame f = {PA_SYN_TRUNCATED, 0, 0};
+            pa_handler_count(pa_handler_serial, &f, 1, weight);
+        }
+        pa_handler_add_counts(0, 1);
         hist_add(pa_mono_ns() - t0);
         return;
     }
-    if (cfg.native)
-        depth = splice_native(uc, frames, depth);
-    pa_handler_count(pa_handler_serial, frames, (uint32_t)depth, weight);
-    pa_handler_add_counts(counts.unreadable, counts.truncated);
-    pa_handler_add_state(counts.state, weight);
-    hist_add(pa_mono_ns() - t0);
+    int native = cfg.native && room >= NATIVE_STACK;
+    size_t fit = (room - SMALL_STACK_WALK) / sizeof(struct pa_frame);
+    int limit = native ? PA_MAX_DEPTH_LIMIT : (int)cfg.max_depth;
+    walk_and_count(uc, weight, t0, native, fit < (size_t)limit ? (int)fit : limit);
 }
 
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {

@@ -20,7 +20,10 @@ header says profile=optional.
 
 A case may start with a header line:
   # harmless: modes=cpu-tick,cpu-perf,wall,native timeout=30 env=NAME=VALUE,... profile=optional
-Cases named _*.py are helpers, not cases. Prints one line per (case, mode), `same` or the
+A case that cannot set itself up exits with status 99 (SETUP_FAILED): the case fails, since
+a comparison of two runs that did nothing shows nothing. C helpers that cases load
+(helpers/*.c, built beside the library) are found through PA_HARMLESS_HELPERS, by default the
+directory of --lib. Cases named _*.py are helpers, not cases. Prints one line per (case, mode), `same` or the
 differences, then `N passed, N failed`; exits 1 on any difference.
 """
 import argparse
@@ -38,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "cases")
 AGENT_MODES = ["cpu-tick", "cpu-perf", "wall", "native"]
 ALL_MODES = AGENT_MODES + ["no-output"]
+SETUP_FAILED = 99
 
 MODE_ENV = {
     "cpu-tick": {"PYAGENT_MODE": "cpu", "PYAGENT_TIMER": "cpu", "PYAGENT_RATE": "1000"},
@@ -198,6 +202,7 @@ def main():
     ap.add_argument("cases", nargs="*")
     args = ap.parse_args()
     lib = os.path.abspath(args.lib)
+    os.environ.setdefault("PA_HARMLESS_HELPERS", os.path.dirname(lib))
     modes = args.mode or ALL_MODES
     names = args.cases or sorted(
         f[:-3] for f in os.listdir(CASES) if f.endswith(".py") and not f.startswith("_")
@@ -216,6 +221,10 @@ def main():
             continue
         casedir = os.path.join(top, name)
         base = run_once(args.python, case, base_env(opts["env"]), os.path.join(casedir, "none"), opts["timeout"])
+        if base[0] == f"exit status {SETUP_FAILED}":
+            failed += 1
+            print(f"{name}: could not set itself up without the agent: {base[2].strip()}")
+            continue
         for mode in todo:
             rundir = os.path.join(casedir, mode)
             agentdir = os.path.join(rundir, "agent")
