@@ -179,18 +179,33 @@ int pa_uploader_has_samples(void) {
            !pa_table_empty(&ts->t[1]);
 }
 
+/* The index of slot in used (sorted, n entries), or n when it is not there. */
+static uint32_t used_index(const uint32_t *used, uint32_t n, uint32_t slot) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (used[mid] < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && used[lo] == slot ? lo : n;
+}
+
 void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
     uint32_t ids[520];
-    /* A short program may have no sample at all: its table is not read page by page. */
-    uint32_t slots = pa_table_empty(t) ? 0 : t->mask + 1;
-    /* Each slot's stack in pending, for the time entries that name slots. */
-    size_t *stack_of = slots && cfg.bucket_ms ? malloc(slots * sizeof *stack_of) : NULL;
-    for (uint32_t i = 0; i < slots; i++) {
-        struct pa_table_slot *s = &t->slots[i];
+    /* Only the slots claimed are read, in slot order as a scan of the table would: a short
+     * program's table is not read page by page. */
+    const uint32_t *used;
+    uint32_t nused = pa_table_used_slots(t, &used);
+    /* Each claimed slot's stack in pending, for the time entries that name slots. */
+    size_t *stack_of = nused && cfg.bucket_ms ? malloc(nused * sizeof *stack_of) : NULL;
+    for (uint32_t j = 0; j < nused; j++) {
+        struct pa_table_slot *s = &t->slots[used[j]];
         if (stack_of)
-            stack_of[i] = SIZE_MAX;
+            stack_of[j] = SIZE_MAX;
         if (atomic_load(&s->state) != 2)
             continue;
         const struct pa_frame *f = &t->frames[s->frames_off];
@@ -206,7 +221,7 @@ void pa_uploader_drain(int final) {
         }
         size_t stack = pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
         if (stack_of)
-            stack_of[i] = stack;
+            stack_of[j] = stack;
     }
     uint64_t untimed = atomic_load(&t->untimed);
     if (cfg.bucket_ms) {
@@ -216,12 +231,13 @@ void pa_uploader_drain(int final) {
         uint64_t base = pa_sampler_time_base();
         for (uint32_t i = 0; i < n; i++) {
             const struct pa_time_entry *e = &t->times[i];
-            if (!stack_of || e->slot >= slots || stack_of[e->slot] == SIZE_MAX) {
+            uint32_t j = stack_of ? used_index(used, nused, e->slot) : nused;
+            if (j == nused || stack_of[j] == SIZE_MAX) {
                 untimed += e->weight;
                 continue;
             }
             int64_t t_ms = (int64_t)((base + e->bucket) * cfg.bucket_ms);
-            pa_profile_add_time(pending, stack_of[e->slot], t_ms, e->weight);
+            pa_profile_add_time(pending, stack_of[j], t_ms, e->weight);
         }
     }
     untimed_total += untimed;
