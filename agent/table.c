@@ -16,6 +16,11 @@
 
 enum { SLOT_EMPTY = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
 enum { MAX_PROBE = 128 };
+/* A new stack is placed in the table's first page if one of FIRST_PROBE slots there is free
+ * (probed first), else anywhere: a short program's few stacks then fault in one page of
+ * slots from the signal handler, not one page each (a few microseconds each on a VM). The
+ * probe order is fixed per hash, so a stack is found where it was placed. */
+enum { FIRST_SLOTS = 4096 / sizeof(struct pa_table_slot), FIRST_PROBE = 8 };
 
 static void *map(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -78,8 +83,10 @@ static int same_stack(const struct pa_table *t, const struct pa_table_slot *s, u
 int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *frames, uint32_t depth,
                  uint64_t weight) {
     uint64_t h = hash_stack(thread, frames, depth);
-    for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
-        uint32_t at = (uint32_t)((h + probe) & t->mask);
+    uint32_t first = t->mask + 1 > FIRST_SLOTS ? FIRST_PROBE : 0;
+    for (uint32_t probe = 0; probe < first + MAX_PROBE; probe++) {
+        uint32_t at = probe < first ? (uint32_t)((h + probe) % FIRST_SLOTS)
+                                    : (uint32_t)((h + probe - first) & t->mask);
         struct pa_table_slot *s = &t->slots[at];
         uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st == SLOT_READY) {
