@@ -17,9 +17,11 @@
 enum { SLOT_EMPTY = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
 enum { MAX_PROBE = 128 };
 /* A new stack is placed in the table's first page if one of FIRST_PROBE slots there is free
- * (probed first), else anywhere: a short program's few stacks then fault in one page of
- * slots from the signal handler, not one page each (a few microseconds each on a VM). The
- * probe order is fixed per hash, so a stack is found where it was placed. */
+ * (probed first), else in the rest of the table: a short program's few stacks then fault in
+ * one page of slots from the signal handler, not one page each (a few microseconds each on a
+ * VM). The probe order is fixed per hash, so a stack is found where it was placed. The rest
+ * of the table never probes the first page: full, it would be a cluster of 128 slots that
+ * stacks hashed near it could not probe past. */
 enum { FIRST_SLOTS = 4096 / sizeof(struct pa_table_slot), FIRST_PROBE = 8 };
 
 static void *map(size_t bytes) {
@@ -83,10 +85,21 @@ static int same_stack(const struct pa_table *t, const struct pa_table_slot *s, u
 int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *frames, uint32_t depth,
                  uint64_t weight) {
     uint64_t h = hash_stack(thread, frames, depth);
-    uint32_t first = t->mask + 1 > FIRST_SLOTS ? FIRST_PROBE : 0;
+    /* Only a table of 2 pages or more has a first page apart (the rest then has at least
+     * MAX_PROBE slots, so a probe sequence wraps at most once). */
+    int paged = t->mask + 1 >= 2 * FIRST_SLOTS;
+    uint32_t first = paged ? FIRST_PROBE : 0, rest = t->mask + 1 - FIRST_SLOTS;
+    uint32_t home = paged ? (uint32_t)(h % rest) : 0;
     for (uint32_t probe = 0; probe < first + MAX_PROBE; probe++) {
-        uint32_t at = probe < first ? (uint32_t)((h + probe) % FIRST_SLOTS)
-                                    : (uint32_t)((h + probe - first) & t->mask);
+        uint32_t at;
+        if (!paged) {
+            at = (uint32_t)((h + probe) & t->mask);
+        } else if (probe < first) {
+            at = (uint32_t)((h + probe) % FIRST_SLOTS);
+        } else {
+            at = home + probe - first;
+            at = FIRST_SLOTS + (at >= rest ? at - rest : at);
+        }
         struct pa_table_slot *s = &t->slots[at];
         uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st == SLOT_READY) {
