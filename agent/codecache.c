@@ -3,10 +3,19 @@
  * SIGNAL-HANDLER SIDE (pa_code_lookup, pa_code_line and everything static they call): no
  * malloc, no locks, no stdio. All interpreter memory is read under the caller's fault guard.
  *
- * The cache is an open-addressing array keyed by code address. A slot goes EMPTY -> FILLING
- * (claimed by CAS) -> READY (published with release order). A reader that meets a FILLING
- * slot moves on and may add a second entry for the same code object: duplicates are
- * harmless, names are compared as strings when the profile is written. */
+ * The cache is an open-addressing index keyed by code address whose slots hold entry numbers
+ * (0 empty, FILLING while claimed by CAS, then the entry's number + 1, published with release
+ * order); the entries themselves are appended to a dense array in the order code objects are
+ * first met. A reader that meets a FILLING slot moves on and may add a second entry for the
+ * same code object: duplicates are harmless, names are compared as strings when the profile
+ * is written.
+ *
+ * The index has two levels: one page probed first, then the large one. A short program's
+ * code objects fit in the first, so its samples fault in a few pages (the first index page,
+ * the first entries, the arena's first strings) rather than one page of a 3.5 MiB table per
+ * code object, at a few microseconds each on a VM. The first level's slots are never freed,
+ * so a code object placed in the second level (its window in the first was full) is never
+ * placed in the first later. */
 #include "codecache.h"
 
 #include <stdatomic.h>
@@ -15,8 +24,9 @@
 
 #include "guard.h"
 
-enum { SLOT_EMPTY = 0, SLOT_FILLING = 1, SLOT_READY = 2 };
+enum { IDX_EMPTY = 0, IDX_FILLING = 0xffffffffu };
 enum { MAX_PROBE = 64, NAME_MAX_CHARS = 200, FILE_MAX_CHARS = 1000 };
+enum { FIRST_LOG2 = 10, FIRST_PROBE = 16 }; /* the first level: 4 KiB, 16 slots a cache line */
 
 /* What tells code objects at one address apart: the same address with other names, another
  * line table or another first line is another code object. */
@@ -26,7 +36,6 @@ struct code_key {
 };
 
 struct code_entry {
-    _Atomic uint32_t state;
     uintptr_t code;
     struct code_key key;
     uint32_t qualname_off, filename_off; /* into the arena */
@@ -36,30 +45,41 @@ struct code_entry {
     _Atomic uint64_t last_line;
 };
 
-static struct code_entry *slots;
+static _Atomic uint32_t *index1; /* 2^FIRST_LOG2 slots */
+static _Atomic uint32_t *index2; /* the second level: slot_mask + 1 slots */
 static uint32_t slot_mask;
+static struct code_entry *slots; /* one per index slot of either level, at most */
+static _Atomic uint32_t slots_used;
 static char *arena;
 static uint32_t arena_size;
 static _Atomic uint32_t arena_used = 1; /* offset 0 means "none" */
 unsigned long pa_code_cache_full;
 
+static void *map(size_t bytes) {
+    /* MAP_NORESERVE and lazy touch: untouched pages cost no memory. */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 int pa_code_cache_init(unsigned capacity_log2, unsigned arena_bytes) {
     if (slots)
         return 0;
-    size_t n = (size_t)1 << capacity_log2;
-    /* MAP_NORESERVE and lazy touch: untouched pages cost no memory. */
-    void *s = mmap(NULL, n * sizeof *slots, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *a = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (s == MAP_FAILED || a == MAP_FAILED) {
-        if (s != MAP_FAILED)
-            munmap(s, n * sizeof *slots);
-        if (a != MAP_FAILED)
+    size_t n = (size_t)1 << capacity_log2, first = (size_t)1 << FIRST_LOG2;
+    /* One mapping: the first level, the second, the entries. */
+    size_t bytes = (first + n) * sizeof *index2 + (first + n) * sizeof *slots;
+    char *m = map(bytes);
+    void *a = map(arena_bytes);
+    if (!m || !a) {
+        if (m)
+            munmap(m, bytes);
+        if (a)
             munmap(a, arena_bytes);
         return -1;
     }
-    slots = s;
+    index1 = (_Atomic uint32_t *)m;
+    index2 = index1 + first;
+    slots = (struct code_entry *)(index2 + n); /* 8-aligned: first + n is even */
     slot_mask = (uint32_t)(n - 1);
     arena = a;
     arena_size = arena_bytes;
@@ -157,29 +177,33 @@ uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
         return PA_SYN_UNKNOWN;
     struct code_key key = read_key(py, code);
     uint32_t h = hash_ptr(code);
-    for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
-        uint32_t i = (h + probe) & slot_mask;
-        struct code_entry *e = &slots[i];
-        uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-        if (st == SLOT_READY) {
+    for (uint32_t probe = 0; probe < FIRST_PROBE + MAX_PROBE; probe++) {
+        _Atomic uint32_t *x = probe < FIRST_PROBE ? &index1[(h + probe) & ((1u << FIRST_LOG2) - 1)]
+                                                  : &index2[(h + probe - FIRST_PROBE) & slot_mask];
+        uint32_t v = atomic_load_explicit(x, memory_order_acquire);
+        if (v != IDX_EMPTY && v != IDX_FILLING) {
+            const struct code_entry *e = &slots[v - 1];
             if (e->code == code && same_key(&e->key, &key))
-                return PA_SYN_FIRST_CODE + i;
+                return PA_SYN_FIRST_CODE + v - 1;
             continue;
         }
-        if (st != SLOT_EMPTY)
+        if (v != IDX_EMPTY)
             continue; /* another thread is filling it */
-        uint32_t expected = SLOT_EMPTY;
-        if (!atomic_compare_exchange_strong_explicit(&e->state, &expected, SLOT_FILLING,
+        uint32_t expected = IDX_EMPTY;
+        if (!atomic_compare_exchange_strong_explicit(x, &expected, IDX_FILLING,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
+        /* Each index slot is claimed once: there is an entry for every one. */
+        uint32_t k = atomic_fetch_add_explicit(&slots_used, 1, memory_order_relaxed);
+        struct code_entry *e = &slots[k];
         e->code = code;
         e->key = key;
-        /* If a read below faults, the guard jumps out and this slot stays FILLING forever:
-         * one slot lost, never a wrong name. */
+        /* If a read below faults, the guard jumps out and this index slot stays FILLING
+         * forever: one slot lost, never a wrong name. */
         e->qualname_off = arena_put_str(py, key.name, NAME_MAX_CHARS);
         e->filename_off = arena_put_str(py, key.filename, FILE_MAX_CHARS);
-        atomic_store_explicit(&e->state, SLOT_READY, memory_order_release);
-        return PA_SYN_FIRST_CODE + i;
+        atomic_store_explicit(x, k + 1, memory_order_release);
+        return PA_SYN_FIRST_CODE + k;
     }
     pa_code_cache_full++;
     return PA_SYN_UNKNOWN;
@@ -405,12 +429,13 @@ static int read_location(const struct pa_python *py, const struct code_entry *e,
 
 int pa_code_columns(const struct pa_python *py, uint32_t id, long offset_bytes, int line, int live,
                     int *col, int *end_col) {
-    if (!slots || id < PA_SYN_FIRST_CODE || id > PA_SYN_FIRST_CODE + slot_mask || line <= 0 ||
-        offset_bytes < 0 || offset_bytes >= (1L << 30) || py->layout.line_kind != PA_LINE_LOCATIONS)
+    /* An id from a sample names an entry that was complete when it was returned. */
+    if (!slots || id < PA_SYN_FIRST_CODE ||
+        id - PA_SYN_FIRST_CODE >= atomic_load_explicit(&slots_used, memory_order_acquire) ||
+        line <= 0 || offset_bytes < 0 || offset_bytes >= (1L << 30) ||
+        py->layout.line_kind != PA_LINE_LOCATIONS)
         return 0;
     const struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
-    if (atomic_load_explicit(&e->state, memory_order_acquire) != SLOT_READY)
-        return 0;
     uint32_t unit = (uint32_t)(offset_bytes / 2) + 1;
     int hit;
     struct cols_memo *m = memo_slot(id, unit, line, &hit);

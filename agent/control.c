@@ -255,8 +255,8 @@ void pa_sampler_fork_parent(void) {
 void pa_sampler_fork_child(void) {
     pa_reg_fork_child();
     pa_wall_fork_child();
-    pa_table_clear(&tables.t[0]);
-    pa_table_clear(&tables.t[1]);
+    pa_table_clear_all(&tables.t[0]);
+    pa_table_clear_all(&tables.t[1]);
     atomic_store(&tables.t[0].writers, 0);
     atomic_store(&tables.t[1].writers, 0);
     pa_agent_threads_fork_child();

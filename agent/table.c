@@ -9,12 +9,20 @@
  * is drained, so the handler never waits for another thread. */
 #include "table.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
 enum { SLOT_EMPTY = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
 enum { MAX_PROBE = 128 };
+/* A new stack is placed in the table's first page if one of FIRST_PROBE slots there is free
+ * (probed first), else in the rest of the table: a short program's few stacks then fault in
+ * one page of slots from the signal handler, not one page each (a few microseconds each on a
+ * VM). The probe order is fixed per hash, so a stack is found where it was placed. The rest
+ * of the table never probes the first page: full, it would be a cluster of 128 slots that
+ * stacks hashed near it could not probe past. */
+enum { FIRST_SLOTS = 4096 / sizeof(struct pa_table_slot), FIRST_PROBE = 8 };
 
 static void *map(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -30,9 +38,10 @@ int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
     t->frames_cap = frames_cap;
     t->times_cap = times_cap;
     t->slots = map(n * sizeof *t->slots);
+    t->used = map(n * sizeof *t->used);
     t->frames = map((size_t)frames_cap * sizeof *t->frames);
     t->times = times_cap ? map((size_t)times_cap * sizeof *t->times) : NULL;
-    if (!t->slots || !t->frames || (times_cap && !t->times)) {
+    if (!t->slots || !t->used || !t->frames || (times_cap && !t->times)) {
         pa_table_destroy(t);
         return -1;
     }
@@ -42,6 +51,8 @@ int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
 void pa_table_destroy(struct pa_table *t) {
     if (t->slots)
         munmap(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
+    if (t->used)
+        munmap(t->used, ((size_t)t->mask + 1) * sizeof *t->used);
     if (t->frames)
         munmap(t->frames, (size_t)t->frames_cap * sizeof *t->frames);
     if (t->times)
@@ -74,8 +85,21 @@ static int same_stack(const struct pa_table *t, const struct pa_table_slot *s, u
 int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *frames, uint32_t depth,
                  uint64_t weight) {
     uint64_t h = hash_stack(thread, frames, depth);
-    for (uint32_t probe = 0; probe < MAX_PROBE; probe++) {
-        uint32_t at = (uint32_t)((h + probe) & t->mask);
+    /* Only a table of 2 pages or more has a first page apart (the rest then has at least
+     * MAX_PROBE slots, so a probe sequence wraps at most once). */
+    int paged = t->mask + 1 >= 2 * FIRST_SLOTS;
+    uint32_t first = paged ? FIRST_PROBE : 0, rest = t->mask + 1 - FIRST_SLOTS;
+    uint32_t home = paged ? (uint32_t)(h % rest) : 0;
+    for (uint32_t probe = 0; probe < first + MAX_PROBE; probe++) {
+        uint32_t at;
+        if (!paged) {
+            at = (uint32_t)((h + probe) & t->mask);
+        } else if (probe < first) {
+            at = (uint32_t)((h + probe) % FIRST_SLOTS);
+        } else {
+            at = home + probe - first;
+            at = FIRST_SLOTS + (at >= rest ? at - rest : at);
+        }
         struct pa_table_slot *s = &t->slots[at];
         uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st == SLOT_READY) {
@@ -92,6 +116,9 @@ int pa_table_add(struct pa_table *t, uint32_t thread, const struct pa_frame *fra
         if (!atomic_compare_exchange_strong_explicit(&s->state, &expected, SLOT_BUSY,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
+        /* Each slot is claimed once between clears: the list has room for every slot. Read
+         * only after the swap saw every writer leave (pa_tables_swap). */
+        t->used[atomic_fetch_add_explicit(&t->used_n, 1, memory_order_relaxed)] = at;
         uint32_t off = atomic_fetch_add_explicit(&t->frames_used, depth, memory_order_relaxed);
         if ((uint64_t)off + depth > t->frames_cap) {
             /* The frame store is full. The slot stays BUSY (skipped by readers and writers)
@@ -131,16 +158,37 @@ int pa_table_empty(const struct pa_table *t) {
     return atomic_load(&t->frames_used) == 0;
 }
 
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+uint32_t pa_table_used_slots(struct pa_table *t, const uint32_t **slots) {
+    uint32_t n = atomic_load(&t->used_n);
+    qsort(t->used, n, sizeof *t->used, cmp_u32);
+    *slots = t->used;
+    return n;
+}
+
 void pa_table_clear(struct pa_table *t) {
-    /* An empty table is left untouched: clearing a megabyte of slots that were never written
-     * would fault every page of it in (most of the exit cost of a short program). */
-    if (!pa_table_empty(t))
-        memset(t->slots, 0, ((size_t)t->mask + 1) * sizeof *t->slots);
+    /* Only the slots claimed are cleared: the rest of the megabyte of slots was never
+     * written, and touching it would fault every page in (most of the exit cost of a short
+     * program). */
+    uint32_t n = atomic_load(&t->used_n);
+    for (uint32_t i = 0; i < n; i++)
+        memset(&t->slots[t->used[i]], 0, sizeof *t->slots);
+    atomic_store(&t->used_n, 0);
     atomic_store(&t->frames_used, 0);
     atomic_store(&t->samples, 0);
     atomic_store(&t->dropped, 0);
     atomic_store(&t->times_used, 0);
     atomic_store(&t->untimed, 0);
+}
+
+void pa_table_clear_all(struct pa_table *t) {
+    if (!pa_table_empty(t))
+        memset(t->slots, 0, ((size_t)t->mask + 1) * sizeof *t->slots);
+    pa_table_clear(t);
 }
 
 struct pa_table *pa_tables_enter(struct pa_tables *ts) {

@@ -42,6 +42,11 @@ struct pa_table {
     uint32_t times_cap;
     _Atomic uint32_t times_used;
     _Atomic uint64_t untimed; /* samples counted whose time did not fit in the log */
+    /* The slots claimed since the last clear, in the order they were claimed (one entry per
+     * slot at most, so it cannot overflow): the drain and the clear touch these slots only,
+     * not the whole table, whose untouched pages a short program never faults in. */
+    uint32_t *used;
+    _Atomic uint32_t used_n;
 };
 
 /* Normal context. slots_log2: 2^n slots; frames_cap: frame store entries; times_cap: time
@@ -60,6 +65,13 @@ void pa_table_add_time(struct pa_table *t, uint32_t slot, uint32_t bucket, uint6
 
 /* Normal context, only on a table no handler can enter (see pa_tables_swap). */
 void pa_table_clear(struct pa_table *t);
+/* Normal context, as pa_table_clear: the claimed slots (READY, or BUSY when the frame store
+ * was full), sorted by slot number, as a scan of the whole table would meet them; returns
+ * how many, *slots points at them (valid until the table is cleared). */
+uint32_t pa_table_used_slots(struct pa_table *t, const uint32_t **slots);
+/* pa_table_clear for a forked child: a thread that did not survive the fork may have been
+ * between claiming a slot and listing it, so every slot is cleared (if any was claimed). */
+void pa_table_clear_all(struct pa_table *t);
 /* No sample was added since the last clear (then there is nothing to read or clear). */
 int pa_table_empty(const struct pa_table *t);
 

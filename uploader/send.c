@@ -42,7 +42,9 @@
 #include "modname.h"
 #include "wire.h"
 
-static struct pa_config cfg;
+/* The shim's configuration, read once per process and never changed: referred to, not
+ * copied (a copy writes 25 KiB, seven pages faulted in at start-up). */
+static const struct pa_config *cfg;
 enum protocol {
     PROTO_PUSH = PA_PROTO_PUSH,
     PROTO_INGEST = PA_PROTO_INGEST,
@@ -297,18 +299,18 @@ static void add_own_label(struct labels *l, const char *k, const char *v) {
 static char *build_name(void) {
     char app[256];
     size_t a = 0;
-    for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
+    for (const char *s = cfg->app_name; *s && a + 1 < sizeof app; s++)
         app[a++] = pa_series_app_char(*s) ? *s : '_';
     app[a] = 0;
     if (!a)
         strcpy(app, "python");
-    if (strcmp(app, cfg.app_name) != 0)
+    if (strcmp(app, cfg->app_name) != 0)
         NAME_WARN("PYAGENT_APP_NAME=\"%.64s\" has characters outside [A-Za-z0-9_./-]; using \"%s\"",
-                  cfg.app_name, app);
+                  cfg->app_name, app);
     struct labels *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
-    const char *t = cfg.tags;
+    const char *t = cfg->tags;
     while (*t) {
         const char *end = strchr(t, ',');
         size_t n = end ? (size_t)(end - t) : strlen(t);
@@ -316,13 +318,13 @@ static char *build_name(void) {
             add_tag(l, t, n);
         t += n + (end ? 1 : 0);
     }
-    if (cfg.tag_host) {
+    if (cfg->tag_host) {
         char host[256] = "";
         gethostname(host, sizeof host - 1);
         if (host[0])
             add_own_label(l, "hostname", host);
     }
-    if (cfg.tag_pid) {
+    if (cfg->tag_pid) {
         char pid[16];
         snprintf(pid, sizeof pid, "%d", (int)getpid());
         add_own_label(l, "pid", pid);
@@ -331,10 +333,10 @@ static char *build_name(void) {
     snprintf(service, sizeof service, "%s", app);
     pa_buf raw = {0};
     pa_buf_puts(&raw, app);
-    if (!cfg.upload_pprof) /* what the samples measure, as the folded path wants it */
-        pa_buf_puts(&raw, cfg.mode == PA_MODE_WALL  ? ".wall"
-                          : cfg.mode == PA_MODE_GIL ? ".gil"
-                                                    : ".cpu");
+    if (!cfg->upload_pprof) /* what the samples measure, as the folded path wants it */
+        pa_buf_puts(&raw, cfg->mode == PA_MODE_WALL  ? ".wall"
+                          : cfg->mode == PA_MODE_GIL ? ".gil"
+                                                     : ".cpu");
     pa_buf_printf(&raw, "{%s}", l->text.data ? l->text.data : "");
     free_labels(series);
     series = l;
@@ -362,21 +364,21 @@ static int mkdirs(const char *path) {
 }
 
 int pa_send_init(const struct pa_config *c) {
-    cfg = *c;
-    if (!cfg.server[0])
+    cfg = c;
+    if (!cfg->server[0])
         return 0;
-    protocol = (enum protocol)cfg.protocol;
+    protocol = (enum protocol)cfg->protocol;
     pa_modname_init();
     if (load_curl() != 0)
         return -1;
-    if (cfg.spool_dir[0]) {
-        snprintf(spool_dir, sizeof spool_dir, "%s", cfg.spool_dir);
+    if (cfg->spool_dir[0]) {
+        snprintf(spool_dir, sizeof spool_dir, "%s", cfg->spool_dir);
     } else {
         const char *base = getenv("XDG_CACHE_HOME");
         const char *home = getenv("HOME");
         char app[200];
         size_t a = 0;
-        for (const char *s = cfg.app_name; *s && a + 1 < sizeof app; s++)
+        for (const char *s = cfg->app_name; *s && a + 1 < sizeof app; s++)
             app[a++] = pa_series_app_char(*s) && *s != '/' ? *s : '_';
         app[a] = 0;
         if (base && *base)
@@ -393,7 +395,7 @@ int pa_send_init(const struct pa_config *c) {
     }
     free(name_q);
     name_q = build_name();
-    if (cfg.mode == PA_MODE_GIL && !cfg.upload_pprof)
+    if (cfg->mode == PA_MODE_GIL && !cfg->upload_pprof)
         pa_log(PA_LOG_WARN, "Grafana Pyroscope has no 'gil' type for folded uploads and refuses "
                             "them (so does pyagent-collector, unless run with --folded-dialects); "
                             "PYAGENT_UPLOAD_FORMAT=pprof files them as __name__ gil");
@@ -401,7 +403,7 @@ int pa_send_init(const struct pa_config *c) {
 }
 
 void pa_send_fork_child(void) {
-    if (!cfg.server[0])
+    if (!cfg->server[0])
         return;
     /* Only this thread survived: a transfer the agent thread had in flight is the parent's.
      * Its socket is closed here (if the descriptor is still that socket), its memory left. */
@@ -498,7 +500,7 @@ static void bound_spool(const char *dir, int rejected) {
     size_t n;
     uint64_t bytes;
     char **names = list_spool(dir, &n, &bytes);
-    uint64_t max = (uint64_t)cfg.spool_max_mb << 20;
+    uint64_t max = (uint64_t)cfg->spool_max_mb << 20;
     size_t dropped = 0;
     for (size_t i = 0; i < n && bytes > max; i++) {
         char path[1400];
@@ -512,13 +514,13 @@ static void bound_spool(const char *dir, int rejected) {
             pa_log(PA_LOG_ERROR,
                    "%s is over PYAGENT_SPOOL_MAX_MB=%u: deleted %s, a profile the server had "
                    "refused (%llu rejected profile(s) deleted so far)",
-                   dir, cfg.spool_max_mb, names[i],
+                   dir, cfg->spool_max_mb, names[i],
                    (unsigned long long)(atomic_fetch_add(&stats.rejected_dropped, 1) + 1));
     }
     if (dropped && !rejected) {
         pa_log(PA_LOG_WARN,
                "spool %s is over %u MB: dropped its %zu oldest profile(s) (%llu so far)", dir,
-               cfg.spool_max_mb, dropped,
+               cfg->spool_max_mb, dropped,
                (unsigned long long)(atomic_fetch_add(&stats.spool_dropped, dropped) + dropped));
     }
     free_list(names, n);
@@ -552,7 +554,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until);
 static int spool_parts(const pa_profile *p, time_t from, time_t until);
 
 int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
-    if (!cfg.server[0] || !spool_dir[0] || !name_q || pa_profile_total(p) == 0)
+    if (!cfg->server[0] || !spool_dir[0] || !name_q || pa_profile_total(p) == 0)
         return 0;
     /* Frames are sent module-qualified (modname.h); without memory for that, as they are.
      * The profile's time is pprof's time_nanos, which Pyroscope's time window checks. */
@@ -569,7 +571,7 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
 
 static int spool_parts(const pa_profile *p, time_t from, time_t until) {
     size_t n = pa_profile_stack_count(p);
-    if (n < 2 || (n <= cfg.max_profile_stacks && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
+    if (n < 2 || (n <= cfg->max_profile_stacks && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
         return spool_one(p, from, until);
     /* Split in halves (each with only its own frames) until every part fits: the same
      * samples, as several profiles of the same interval, which Pyroscope adds up. */
@@ -578,7 +580,7 @@ static int spool_parts(const pa_profile *p, time_t from, time_t until) {
         pa_log(PA_LOG_INFO,
                "a profile of %zu stacks is over Grafana Pyroscope's per-profile limits (%u "
                "stacks, %d MiB); it is sent in parts (said once)",
-               n, cfg.max_profile_stacks, MAX_PROFILE_BYTES >> 20);
+               n, cfg->max_profile_stacks, MAX_PROFILE_BYTES >> 20);
     int rc = 0;
     size_t half = (n + 1) / 2;
     for (size_t first = 0; first < n; first += half) {
@@ -644,7 +646,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
             pa_buf_free(&head);
             return -1;
         }
-    } else if (cfg.upload_pprof) {
+    } else if (cfg->upload_pprof) {
         if (pa_pprof_encode(p, 1, &body, &err) != 0) {
             pa_log(PA_LOG_ERROR, "cannot encode the profile: %s", err.msg);
             pa_buf_free(&body);
@@ -676,7 +678,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
                     "name=%s&from=%lld&until=%lld&sampleRate=%s&spyName=pyagent&format=%s"
                     "&pyagentUploadId=%s\n",
                     name_q, (long long)from, (long long)until, rate ? rate : "100",
-                    cfg.upload_pprof ? "pprof" : "folded", id);
+                    cfg->upload_pprof ? "pprof" : "folded", id);
         ok = fwrite(body.data, 1, body.len, f) == body.len;
         ok = (fclose(f) == 0) && ok;
     }
@@ -782,10 +784,10 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     if (!handle)
         return POST_FAILED;
     uint64_t started = mono_ns();
-    const char *slash = cfg.server[strlen(cfg.server) - 1] == '/' ? "" : "/";
+    const char *slash = cfg->server[strlen(cfg->server) - 1] == '/' ? "" : "/";
     pa_buf url = {0};
-    pa_buf_printf(&url, "%s%s%s", cfg.server, slash, t->path.data);
-    long total_ms = (long)cfg.upload_timeout_ms, connect_ms = (long)cfg.connect_timeout_ms;
+    pa_buf_printf(&url, "%s%s%s", cfg->server, slash, t->path.data);
+    long total_ms = (long)cfg->upload_timeout_ms, connect_ms = (long)cfg->connect_timeout_ms;
     if (deadline > 0) {
         long left = (long)((deadline - mono()) * 1000);
         if (left < 1) {
@@ -806,12 +808,12 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     h = curl.slist_append(h, "Expect:");
     if (t->connect)
         h = curl.slist_append(h, "Connect-Protocol-Version: 1");
-    if (cfg.auth_token[0]) {
-        snprintf(line, sizeof line, "Authorization: Bearer %s", cfg.auth_token);
+    if (cfg->auth_token[0]) {
+        snprintf(line, sizeof line, "Authorization: Bearer %s", cfg->auth_token);
         h = curl.slist_append(h, line);
     }
-    if (cfg.tenant[0]) {
-        snprintf(line, sizeof line, "X-Scope-OrgID: %s", cfg.tenant);
+    if (cfg->tenant[0]) {
+        snprintf(line, sizeof line, "X-Scope-OrgID: %s", cfg->tenant);
         h = curl.slist_append(h, line);
     }
     struct reply reply = {"", 0};
@@ -833,14 +835,14 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     curl.setopt(handle, CURLOPT_TIMEOUT_MS, total_ms);
     curl.setopt(handle, CURLOPT_WRITEFUNCTION, on_reply);
     curl.setopt(handle, CURLOPT_WRITEDATA, &reply);
-    curl.setopt(handle, CURLOPT_SSL_VERIFYPEER, cfg.tls_verify ? 1L : 0L);
-    curl.setopt(handle, CURLOPT_SSL_VERIFYHOST, cfg.tls_verify ? 2L : 0L);
-    if (cfg.ca_file[0])
-        curl.setopt(handle, CURLOPT_CAINFO, cfg.ca_file);
-    if (cfg.basic_user[0]) {
+    curl.setopt(handle, CURLOPT_SSL_VERIFYPEER, cfg->tls_verify ? 1L : 0L);
+    curl.setopt(handle, CURLOPT_SSL_VERIFYHOST, cfg->tls_verify ? 2L : 0L);
+    if (cfg->ca_file[0])
+        curl.setopt(handle, CURLOPT_CAINFO, cfg->ca_file);
+    if (cfg->basic_user[0]) {
         curl.setopt(handle, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl.setopt(handle, CURLOPT_USERNAME, cfg.basic_user);
-        curl.setopt(handle, CURLOPT_PASSWORD, cfg.basic_password);
+        curl.setopt(handle, CURLOPT_USERNAME, cfg->basic_user);
+        curl.setopt(handle, CURLOPT_PASSWORD, cfg->basic_password);
     }
     CURLcode rc = curl.perform(handle);
     long status = 0;
@@ -849,7 +851,7 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     curl.slist_free_all(h);
     pa_buf_free(&url);
     if (rc != CURLE_OK) {
-        pa_log(PA_LOG_DEBUG, "upload to %s failed: %s", cfg.server, curl.strerror(rc));
+        pa_log(PA_LOG_DEBUG, "upload to %s failed: %s", cfg->server, curl.strerror(rc));
         return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
                        rc == CURLE_COULDNT_RESOLVE_PROXY
                    ? POST_UNREACHABLE
@@ -871,7 +873,7 @@ static int post(const struct target *t, const char *body, size_t len, double dea
         pa_fail(reason, "HTTP %ld: %s", status, reply.text);
         return POST_REJECTED;
     }
-    pa_log(PA_LOG_DEBUG, "upload to %s: HTTP %ld %s", cfg.server, status, reply.text);
+    pa_log(PA_LOG_DEBUG, "upload to %s: HTTP %ld %s", cfg->server, status, reply.text);
     return POST_FAILED;
 }
 
@@ -910,7 +912,7 @@ static void keep_rejected(const char *claimed, const char *path, const char *nam
         pa_log(PA_LOG_ERROR,
                "%s rejected a profile (%s) and it cannot be moved to %s (%s); it "
                "stays in the spool",
-               cfg.server, reason, dir, strerror(errno));
+               cfg->server, reason, dir, strerror(errno));
         rename(claimed, path);
         return;
     }
@@ -920,7 +922,7 @@ static void keep_rejected(const char *claimed, const char *path, const char *nam
         pa_log(PA_LOG_ERROR,
                "%s rejected a profile (%s); it is kept in %s (%llu rejected so far; the same "
                "reason is not repeated)",
-               cfg.server, reason, dir, (unsigned long long)rejected);
+               cfg->server, reason, dir, (unsigned long long)rejected);
     }
     bound_spool(dir, 1);
 }
@@ -936,7 +938,7 @@ static int lock_sending(double deadline) {
 }
 
 void pa_send_flush(double deadline, int respect_backoff) {
-    if (!cfg.server[0] || !spool_dir[0] || !curl.so)
+    if (!cfg->server[0] || !spool_dir[0] || !curl.so)
         return;
     if (lock_sending(deadline) != 0) {
         pa_log(PA_LOG_DEBUG, "an upload in flight outlasted the exit deadline; the profile stays "
@@ -1013,13 +1015,13 @@ void pa_send_flush(double deadline, int respect_backoff) {
         if (failures == 1 || failures % 10 == 0)
             pa_log(PA_LOG_WARN,
                    "cannot reach %s (%u failure(s)); profiles are kept in %s and resent",
-                   cfg.server, failures, spool_dir);
+                   cfg->server, failures, spool_dir);
         break;
     }
     free_list(names, n);
     uint64_t rejected = atomic_load(&stats.rejected);
     if (!respect_backoff && rejected)
         pa_log(PA_LOG_WARN, "%llu profile(s) rejected by %s in this process; kept in %s/rejected",
-               (unsigned long long)rejected, cfg.server, spool_dir);
+               (unsigned long long)rejected, cfg->server, spool_dir);
     pthread_mutex_unlock(&send_lock);
 }

@@ -15,6 +15,7 @@
 #include "../profile/profile.h"
 #include "../base/config.h"
 
+/* cfg must live as long as the process (it is referred to, not copied). */
 int pa_send_init(const struct pa_config *cfg);
 /* Encodes p (the samples of [from, until)) into the spool. */
 int pa_send_spool(const pa_profile *p, time_t from, time_t until);

@@ -23,7 +23,9 @@
 #include "send.h"
 #include "symbols.h"
 
-static struct pa_config cfg;
+/* The shim's configuration, read once per process and never changed: referred to, not
+ * copied (a copy writes 25 KiB, seven pages faulted in at start-up). */
+static const struct pa_config *cfg;
 static struct pa_python py;
 static pa_profile *total;   /* everything since this process started sampling (local file) */
 static pa_profile *pending; /* drained since the last upload */
@@ -40,13 +42,13 @@ static struct pa_send_stats written; /* the uploads' counters in the local file'
 /* A profile of this process: with time buckets when they are on (PYAGENT_TIME_BUCKET_MS). */
 static pa_profile *new_profile(void) {
     pa_profile *p = pa_profile_new();
-    if (cfg.bucket_ms)
-        pa_profile_set_bucket_ms(p, cfg.bucket_ms);
+    if (cfg->bucket_ms)
+        pa_profile_set_bucket_ms(p, cfg->bucket_ms);
     return p;
 }
 
 static const char *mode_name(void) {
-    return cfg.mode == PA_MODE_WALL ? "wall" : cfg.mode == PA_MODE_GIL ? "gil" : "cpu";
+    return cfg->mode == PA_MODE_WALL ? "wall" : cfg->mode == PA_MODE_GIL ? "gil" : "cpu";
 }
 
 /* The profile replaces out_path by rename, which is right only for a regular file (or none
@@ -75,11 +77,11 @@ static int check_out_path(void) {
 
 static void set_out_path(int child) {
     out_path[0] = 0;
-    if (!cfg.output[0])
+    if (!cfg->output[0])
         return;
-    pa_config_output_path(cfg.output, (int)getpid(), out_path, sizeof out_path);
+    pa_config_output_path(cfg->output, (int)getpid(), out_path, sizeof out_path);
     /* Without %p a child would overwrite its parent's file: give it its own. */
-    if (child && !strstr(cfg.output, "%p")) {
+    if (child && !strstr(cfg->output, "%p")) {
         size_t n = strlen(out_path);
         snprintf(out_path + n, sizeof out_path - n, ".%d", (int)getpid());
     }
@@ -87,13 +89,13 @@ static void set_out_path(int child) {
 }
 
 int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
-    cfg = *c;
+    cfg = c;
     py = *p;
     total = new_profile();
     pending = new_profile();
     started = pending_from = time(NULL);
     set_out_path(0);
-    pa_send_init(&cfg);
+    pa_send_init(cfg);
     return total && pending ? 0 : -1;
 }
 
@@ -184,7 +186,7 @@ static uint32_t code_frame(const struct pa_frame *f) {
 void pa_uploader_find_columns(void) {
     static struct pa_table *table;
     static uint32_t seen;
-    if (!cfg.opcodes || py.layout.line_kind != PA_LINE_LOCATIONS)
+    if (!cfg->opcodes || py.layout.line_kind != PA_LINE_LOCATIONS)
         return;
     struct pa_table *t = atomic_load(&pa_sampler_tables()->active);
     uint32_t used = atomic_load(&t->frames_used);
@@ -226,19 +228,34 @@ int pa_uploader_has_samples(void) {
            !pa_table_empty(&ts->t[1]);
 }
 
+/* The index of slot in used (sorted, n entries), or n when it is not there. */
+static uint32_t used_index(const uint32_t *used, uint32_t n, uint32_t slot) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (used[mid] < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && used[lo] == slot ? lo : n;
+}
+
 void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
     uint32_t ids[520];
     py_live = python_runs();
-    /* A short program may have no sample at all: its table is not read page by page. */
-    uint32_t slots = pa_table_empty(t) ? 0 : t->mask + 1;
-    /* Each slot's stack in pending, for the time entries that name slots. */
-    size_t *stack_of = slots && cfg.bucket_ms ? malloc(slots * sizeof *stack_of) : NULL;
-    for (uint32_t i = 0; i < slots; i++) {
-        struct pa_table_slot *s = &t->slots[i];
+    /* Only the slots claimed are read, in slot order as a scan of the table would: a short
+     * program's table is not read page by page. */
+    const uint32_t *used;
+    uint32_t nused = pa_table_used_slots(t, &used);
+    /* Each claimed slot's stack in pending, for the time entries that name slots. */
+    size_t *stack_of = nused && cfg->bucket_ms ? malloc(nused * sizeof *stack_of) : NULL;
+    for (uint32_t j = 0; j < nused; j++) {
+        struct pa_table_slot *s = &t->slots[used[j]];
         if (stack_of)
-            stack_of[i] = SIZE_MAX;
+            stack_of[j] = SIZE_MAX;
         if (atomic_load(&s->state) != 2)
             continue;
         const struct pa_frame *f = &t->frames[s->frames_off];
@@ -254,22 +271,23 @@ void pa_uploader_drain(int final) {
         }
         size_t stack = pa_profile_add_stack_ids(pending, ids, n, atomic_load(&s->count));
         if (stack_of)
-            stack_of[i] = stack;
+            stack_of[j] = stack;
     }
     uint64_t untimed = atomic_load(&t->untimed);
-    if (cfg.bucket_ms) {
+    if (cfg->bucket_ms) {
         uint32_t n = atomic_load(&t->times_used);
         if (n > t->times_cap)
             n = t->times_cap;
         uint64_t base = pa_sampler_time_base();
         for (uint32_t i = 0; i < n; i++) {
             const struct pa_time_entry *e = &t->times[i];
-            if (!stack_of || e->slot >= slots || stack_of[e->slot] == SIZE_MAX) {
+            uint32_t j = stack_of ? used_index(used, nused, e->slot) : nused;
+            if (j == nused || stack_of[j] == SIZE_MAX) {
                 untimed += e->weight;
                 continue;
             }
-            int64_t t_ms = (int64_t)((base + e->bucket) * cfg.bucket_ms);
-            pa_profile_add_time(pending, stack_of[e->slot], t_ms, e->weight);
+            int64_t t_ms = (int64_t)((base + e->bucket) * cfg->bucket_ms);
+            pa_profile_add_time(pending, stack_of[j], t_ms, e->weight);
         }
     }
     untimed_total += untimed;
@@ -283,12 +301,12 @@ void pa_uploader_drain(int final) {
 void pa_uploader_spool(void) {
     time_t now = time(NULL);
     char rate[16];
-    snprintf(rate, sizeof rate, "%u", cfg.rate);
+    snprintf(rate, sizeof rate, "%u", cfg->rate);
     pa_profile_set_meta(pending, "rate", rate);
     pa_profile_set_meta(pending, "mode", mode_name());
     if (out_path[0])
         pa_profile_merge(total, pending);
-    if (cfg.server[0] && pa_profile_total(pending) > 0) {
+    if (cfg->server[0] && pa_profile_total(pending) > 0) {
         /* from/until must not be empty: the collector and Pyroscope want until > from. */
         time_t until = now > pending_from ? now : pending_from + 1;
         spooled |= pa_send_spool(pending, pending_from, until) == 0;
@@ -302,7 +320,7 @@ void pa_uploader_send(double deadline, int final) {
     /* At exit only a process that spooled profiles of its own sends: a forked child that
      * sampled nothing does not spend its exit on the spool its parent left, which the parent
      * or the next process sends. */
-    if (cfg.server[0] && (!final || spooled))
+    if (cfg->server[0] && (!final || spooled))
         pa_send_flush(deadline, !final);
 }
 
@@ -321,7 +339,7 @@ int pa_uploader_write_local(int final) {
 int pa_uploader_rewrite_local(void) {
     struct pa_send_stats now;
     pa_send_get_stats(&now);
-    if (!cfg.server[0] ||
+    if (!cfg->server[0] ||
         (now.rejected == written.rejected && now.rejected_dropped == written.rejected_dropped &&
          now.spool_dropped == written.spool_dropped))
         return 0;
@@ -334,14 +352,14 @@ static int write_local(int final, int quiet) {
         return 0;
     struct pa_sampler_stats st;
     pa_sampler_get_stats(&st);
-    set_meta_u64("rate", cfg.rate);
+    set_meta_u64("rate", cfg->rate);
     pa_profile_set_meta(total, "mode", mode_name());
     set_meta_u64("pid", (uint64_t)getpid());
     pa_profile_set_meta(total, "python", py.version);
     set_meta_u64("start", (uint64_t)started);
     set_meta_u64("samples", pa_profile_total(total));
     set_meta_u64("dropped", dropped_total);
-    if (cfg.bucket_ms)
+    if (cfg->bucket_ms)
         set_meta_u64("untimed", untimed_total);
     set_meta_u64("unreadable", st.unreadable);
     set_meta_u64("truncated", st.truncated);
@@ -364,7 +382,7 @@ static int write_local(int final, int quiet) {
     set_meta_u64("signals", st.signals);
     set_meta_u64("achieved_rate", cpu_s > 0 ? (uint64_t)((double)st.signals / cpu_s + 0.5) : 0);
     pa_profile_set_meta(total, "final", final ? "1" : "0");
-    if (cfg.server[0]) {
+    if (cfg->server[0]) {
         /* What the server refused is on stderr and in rejected/; the header keeps the count
          * with the profile (docs/formats.md). */
         pa_send_get_stats(&written);

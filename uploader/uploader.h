@@ -10,6 +10,7 @@
 #include "../agent/pyversions.h"
 #include "../base/config.h"
 
+/* cfg must live as long as the process (it is referred to, not copied). */
 int pa_uploader_init(const struct pa_config *cfg, const struct pa_python *py);
 /* Was anything sampled in this process (drained or not)? */
 int pa_uploader_has_samples(void);

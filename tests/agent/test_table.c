@@ -62,8 +62,23 @@ static void on_prof(int sig, siginfo_t *si, void *uc) {
     atomic_fetch_add(&handler_adds[my_thread], 1);
 }
 
+/* The table's list of claimed slots (what the drain reads, pa_table_used_slots) is, sorted,
+ * exactly the slots that are not empty. */
+static void check_used_list(struct pa_table *t) {
+    const uint32_t *used;
+    uint32_t n = pa_table_used_slots(t, &used), k = 0;
+    for (uint32_t i = 0; i <= t->mask; i++) {
+        if (atomic_load(&t->slots[i].state) == 0)
+            continue;
+        assert_true(k < n);
+        assert_int_equal(used[k++], i);
+    }
+    assert_int_equal(k, n);
+}
+
 static void drain_once(void) {
     struct pa_table *t = pa_tables_swap(&tables);
+    check_used_list(t);
     for (uint32_t i = 0; i <= t->mask; i++) {
         struct pa_table_slot *s = &t->slots[i];
         if (atomic_load(&s->state) == 2)
@@ -174,6 +189,31 @@ static void full_table_drops_and_counts(void **state) {
     uint64_t before = atomic_load(&t.samples);
     if (pa_table_add(&t, 1, f, d, 5) >= 0)
         assert_int_equal(atomic_load(&t.samples), before + 5);
+    /* Slots left BUSY by a full frame store are listed too, and cleared with the rest. */
+    check_used_list(&t);
+    pa_table_clear(&t);
+    for (uint32_t i = 0; i <= t.mask; i++)
+        assert_int_equal(atomic_load(&t.slots[i].state), 0);
+    pa_table_destroy(&t);
+}
+
+static void clear_empties_every_slot_claimed(void **state) {
+    (void)state;
+    struct pa_table t;
+    assert_int_equal(pa_table_init(&t, 12, 1u << 16, 0), 0); /* past the first page */
+    struct pa_frame f[DEPTH_MAX];
+    uint32_t d;
+    for (int round = 0; round < 3; round++) {
+        for (uint32_t i = 0; i < 1500; i++) {
+            make_stack(i * 7 + (uint32_t)round, f, &d);
+            assert_true(pa_table_add(&t, 1 + i % 3, f, d, 1) >= 0);
+        }
+        check_used_list(&t);
+        pa_table_clear(&t);
+        for (uint32_t i = 0; i <= t.mask; i++)
+            assert_int_equal(atomic_load(&t.slots[i].state), 0);
+        assert_true(pa_table_empty(&t));
+    }
     pa_table_destroy(&t);
 }
 
@@ -250,6 +290,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_counts_every_sample_exactly_once),
         cmocka_unit_test(full_table_drops_and_counts),
+        cmocka_unit_test(clear_empties_every_slot_claimed),
         cmocka_unit_test(same_stack_other_thread_is_another_entry),
         cmocka_unit_test(same_line_other_instruction_is_another_entry),
         cmocka_unit_test(time_log_names_slots_and_counts_overflow),
