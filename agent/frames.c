@@ -243,6 +243,23 @@ static int handling_exception(const struct pa_python *py, uintptr_t ts) {
     return 0;
 }
 
+/* PA_THREAD_* bits of a Python thread's state, under a guard of its own: a read that faults
+ * (a thread state being torn down, in a sub-interpreter's end say) loses only these bits, not
+ * the walk's stack (the caller's guard is restored). */
+static unsigned state_bits(const struct pa_python *py, uintptr_t ts) {
+    sigjmp_buf env;
+    sigjmp_buf *volatile prev = pa_guard_env;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0)) {
+        pa_guard_env = prev;
+        return PA_THREAD_PYTHON;
+    }
+    unsigned bits = PA_THREAD_PYTHON | (holds_gil(py, ts) ? PA_THREAD_GIL : 0) |
+                    (handling_exception(py, ts) ? PA_THREAD_EXCEPTION : 0);
+    pa_guard_env = prev;
+    return bits;
+}
+
 /* Wall mode: what the interrupted thread was doing. A signal is delivered on the way back
  * from the kernel, so a thread that was *waiting* in a system call shows either a call to be
  * restarted (SA_RESTART: the instruction pointer is back on the `syscall` instruction and
@@ -350,8 +367,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     }
     /* The thread's state, for the header's counts only: the stack is the same either way. */
     if (ts)
-        counts->state = PA_THREAD_PYTHON | (holds_gil(py, ts) ? PA_THREAD_GIL : 0) |
-                        (handling_exception(py, ts) ? PA_THREAD_EXCEPTION : 0);
+        counts->state = state_bits(py, ts);
     /* A running thread inside a collection: <GC> is the leaf, under the frame whose
      * allocation (or evaluation-loop check) started it. A waiting thread keeps its state; a
      * stack of one slot keeps it for <truncated>. */

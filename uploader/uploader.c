@@ -26,7 +26,9 @@
 /* The shim's configuration, read once per process and never changed: referred to, not
  * copied (a copy writes 25 KiB, seven pages faulted in at start-up). */
 static const struct pa_config *cfg;
-static struct pa_python py;
+/* The shim's: follow_again replaces it when libpython is loaded again (a copy here would keep
+ * pointing into the unloaded one). */
+static const struct pa_python *py;
 static pa_profile *total;   /* everything since this process started sampling (local file) */
 static pa_profile *pending; /* drained since the last upload */
 static time_t pending_from; /* start of the samples in pending */
@@ -90,7 +92,7 @@ static void set_out_path(int child) {
 
 int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     cfg = c;
-    py = *p;
+    py = p;
     total = new_profile();
     pending = new_profile();
     started = pending_from = time(NULL);
@@ -135,7 +137,7 @@ static uint32_t thread_frame(uint32_t serial) {
 static int py_live;
 
 static int python_runs(void) {
-    return pa_py_initialized() && !pa_py_finalizing(&py);
+    return pa_py_initialized() && !pa_py_finalizing(py);
 }
 
 static uint32_t code_frame(const struct pa_frame *f) {
@@ -165,11 +167,11 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = m < 0 ? n : n + m;
         int col, end_col;
         if (n < (int)sizeof buf &&
-            pa_code_columns(&py, f->id, offset, f->line, py_live, &col, &end_col)) {
+            pa_code_columns(py, f->id, offset, f->line, py_live, &col, &end_col)) {
             m = snprintf(buf + n, sizeof buf - (size_t)n, ":%d-%d", col, end_col);
             n = m < 0 ? n : n + m;
         }
-        const char *name = pa_opcode_name((int)py.major, (int)py.minor, op);
+        const char *name = pa_opcode_name((int)py->major, (int)py->minor, op);
         if (n < (int)sizeof buf) {
             m = name ? snprintf(buf + n, sizeof buf - (size_t)n, " %s", name)
                      : snprintf(buf + n, sizeof buf - (size_t)n, " OP%u", op);
@@ -186,7 +188,7 @@ static uint32_t code_frame(const struct pa_frame *f) {
 void pa_uploader_find_columns(void) {
     static struct pa_table *table;
     static uint32_t seen;
-    if (!cfg->opcodes || py.layout.line_kind != PA_LINE_LOCATIONS)
+    if (!cfg->opcodes || py->layout.line_kind != PA_LINE_LOCATIONS)
         return;
     struct pa_table *t = atomic_load(&pa_sampler_tables()->active);
     uint32_t used = atomic_load(&t->frames_used);
@@ -207,7 +209,7 @@ void pa_uploader_find_columns(void) {
         int col, end_col;
         if (!pa_native_is_native(f) && f->id >= PA_SYN_FIRST_CODE &&
             pa_frame_instr(f, &offset, &op))
-            pa_code_columns(&py, f->id, offset, f->line, live, &col, &end_col);
+            pa_code_columns(py, f->id, offset, f->line, live, &col, &end_col);
     }
 }
 
@@ -355,7 +357,7 @@ static int write_local(int final, int quiet) {
     set_meta_u64("rate", cfg->rate);
     pa_profile_set_meta(total, "mode", mode_name());
     set_meta_u64("pid", (uint64_t)getpid());
-    pa_profile_set_meta(total, "python", py.version);
+    pa_profile_set_meta(total, "python", py->version);
     set_meta_u64("start", (uint64_t)started);
     set_meta_u64("samples", pa_profile_total(total));
     set_meta_u64("dropped", dropped_total);
@@ -367,7 +369,7 @@ static int write_local(int final, int quiet) {
      * (docs/formats.md). No exception count where the thread state's exc_info is unknown. */
     set_meta_u64("gil_held", st.gil_held);
     set_meta_u64("gil_released", st.gil_released);
-    if (py.layout.ts_exc_info)
+    if (py->layout.ts_exc_info)
         set_meta_u64("exception", st.exception);
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
