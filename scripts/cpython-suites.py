@@ -280,6 +280,7 @@ class Runner:
                 rc = p.wait(timeout=self.a.timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
+                dump_hung(p.pid, os.path.join(logdir, module + ".stacks"))
             # Whatever the module left behind (daemons, a hung child) goes with its group.
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -293,6 +294,10 @@ class Runner:
             text = f.read()
         v, cases, message = verdict(module, rc, timed_out, text, xml)
         profiles = len(os.listdir(os.path.join(scratch, "profiles")))
+        if v == "timeout" or v.startswith("crash"):
+            # The agent's profiles of a run that hung or crashed are evidence: kept beside its log.
+            shutil.copytree(os.path.join(scratch, "profiles"), os.path.join(logdir, module + ".profiles"),
+                            dirs_exist_ok=True)
         shutil.rmtree(scratch, ignore_errors=True)
         r = {"python": self.py, "module": module, "config": config, "verdict": v, "cases": cases,
              "message": message, "rc": rc, "seconds": round(seconds, 2), "profiles": profiles}
@@ -378,6 +383,42 @@ def report(runner, modules):
         n = sum(1 for m in modules if key(res[(m, "base")]) != key(res[(m, "base2")]))
         print("%s A/A (two runs without the agent): %d of %d modules differ" % (runner.name, n, len(modules)))
     return same, differ
+
+
+def dump_hung(pgid, path):
+    """Before a timed-out run is killed: the C stacks of every process of its group (gdb, when
+    installed, 20 s each, at most 8 processes) into path, then SIGABRT to the group's leader,
+    whose faulthandler (regrtest enables it) writes every thread's Python traceback into the
+    run's log. Evidence for a hang; nothing here may stop the run from being killed."""
+    members = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            members.append(int(d))
+    gdb = shutil.which("gdb")
+    with open(path, "w") as out:
+        out.write("processes of group %d: %s\n" % (pgid, sorted(members)))
+        for pid in sorted(members)[:8]:
+            if not gdb:
+                break
+            out.write("\n==== pid %d\n" % pid)
+            out.flush()
+            try:
+                subprocess.run([gdb, "-batch", "-p", str(pid), "-ex", "thread apply all bt 30"],
+                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=20)
+            except (subprocess.TimeoutExpired, OSError) as e:
+                out.write("gdb: %s\n" % e)
+    try:
+        os.kill(pgid, signal.SIGABRT)
+        time.sleep(3)
+    except OSError:
+        pass
 
 
 def preflight(py, lib, configs, scratch):
