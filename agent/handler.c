@@ -247,6 +247,12 @@ void pa_handler_weigh_from_now(void) {
     tls_ring = NULL;
 }
 
+static __thread uintptr_t tls_stack_low __attribute__((tls_model("initial-exec")));
+
+void pa_handler_set_stack_low(uintptr_t low) {
+    tls_stack_low = low;
+}
+
 /* The CPU time this thread used since its last sample, by its perf event's count: the count
  * at the latest overflow, from the event's ring (no system call). Only while the event is the
  * one that gave the last sample its count: an event ends whenever the thread blocks SIGPROF
@@ -395,23 +401,29 @@ static __attribute__((noinline)) void walk_and_count(void *uc, uint64_t weight, 
     hist_add(pa_mono_ns() - t0);
 }
 
-/* The stack left below this frame when the handler runs on the program's alternate signal
- * stack, SIZE_MAX when it runs on the thread's own. faulthandler gives the main thread one of
- * a few tens of KiB from malloc, and CPython installs its handlers with SA_ONSTACK; a SIGPROF
- * that comes while such a handler runs is delivered on that stack too (the kernel stays on it
- * once there, whatever our flags), and a walk that needs more than is left writes below it,
- * into whatever malloc put there (docs/harmless.md, class 15). The kernel saves the thread's
- * alternate stack (place and size) in uc_stack; whether this frame lies on it says where the
- * handler runs (its SS_ONSTACK flag is not set there, measured on Linux 6.18, even when the
- * interrupted code ran on that stack). */
+/* The stack left below this frame. On the program's alternate signal stack: faulthandler
+ * gives the main thread one of a few tens of KiB from malloc, and CPython installs its
+ * handlers with SA_ONSTACK; a SIGPROF that comes while such a handler runs is delivered on that
+ * stack too (the kernel stays on it once there, whatever our flags), and a walk that needs
+ * more than is left writes below it, into whatever malloc put there (docs/harmless.md, class
+ * 15). The kernel saves the thread's alternate stack (place and size) in uc_stack; whether this
+ * frame lies on it says where the handler runs (its SS_ONSTACK flag is not set there, measured
+ * on Linux 6.18, even when the interrupted code ran on that stack). On the thread's own stack:
+ * its low end as the thread registered it, since a program may give its threads small stacks
+ * (threading.stack_size) and run C code deep in them; past that end lies the guard page
+ * (class 16). SIZE_MAX when neither is known (the main thread's own stack). */
 static size_t stack_room(const void *uc) {
     const stack_t *ss = &((const ucontext_t *)uc)->uc_stack;
-    if ((ss->ss_flags & SS_DISABLE) || ss->ss_size == 0)
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (!(ss->ss_flags & SS_DISABLE) && ss->ss_size != 0) {
+        uintptr_t lo = (uintptr_t)ss->ss_sp;
+        if (here >= lo && here - lo <= ss->ss_size)
+            return here - lo;
+    }
+    uintptr_t low = tls_stack_low;
+    if (!low)
         return SIZE_MAX;
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0), lo = (uintptr_t)ss->ss_sp;
-    if (here < lo || here - lo > ss->ss_size)
-        return SIZE_MAX; /* the thread's own stack */
-    return here - lo;
+    return here > low ? here - low : 0;
 }
 
 static void take_sample(int sig, siginfo_t *si, void *uc) {

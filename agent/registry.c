@@ -118,9 +118,26 @@ static void make_key(void) {
     pthread_key_create(&exit_key, on_thread_exit);
 }
 
+/* The low end of the calling thread's own stack for the handler (pa_handler_set_stack_low).
+ * Not for the main thread: glibc reads /proc/self/maps for it (a descriptor the program could
+ * see), and its stack grows on demand up to the rlimit. */
+static void note_stack_low(void) {
+    if (syscall(SYS_gettid) == getpid())
+        return;
+    pthread_attr_t a;
+    void *addr = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &a) != 0)
+        return;
+    if (pthread_attr_getstack(&a, &addr, &size) == 0 && size)
+        pa_handler_set_stack_low((uintptr_t)addr);
+    pthread_attr_destroy(&a);
+}
+
 void pa_sampler_thread_begin(void) {
     pthread_once(&key_once, make_key);
     pa_handler_weigh_from_now();
+    note_stack_low();
     pthread_mutex_lock(&pa_reg_lock);
     if (pa_reg_n == cap_recs) {
         size_t cap = cap_recs ? cap_recs * 2 : 64;

@@ -1,9 +1,24 @@
 """Helpers shared by the harmless cases (not a case: the runner skips _*.py)."""
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
+
+
+SETUP_FAILED = 99  # run.py: the case could not run
+
+
+def helper(name):
+    """The C helper NAME.so (tests/harmless/helpers/NAME.c) from PA_HARMLESS_HELPERS, loaded
+    with ctypes; exits with SETUP_FAILED if it is not there."""
+    path = os.path.join(os.environ.get("PA_HARMLESS_HELPERS", ""), name + ".so")
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        print("no helper %s.so in PA_HARMLESS_HELPERS: %s" % (name, e), file=sys.stderr)
+        sys.exit(SETUP_FAILED)
 
 
 def burn(seconds):

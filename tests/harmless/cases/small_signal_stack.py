@@ -11,12 +11,9 @@ import os
 import signal
 import sys
 
-SETUP_FAILED = 99  # run.py: the case could not run
-try:
-    lib = ctypes.CDLL(os.path.join(os.environ.get("PA_HARMLESS_HELPERS", ""), "altstack.so"))
-except OSError as e:
-    print("no helper altstack.so in PA_HARMLESS_HELPERS:", e, file=sys.stderr)
-    sys.exit(SETUP_FAILED)
+from _util import SETUP_FAILED, helper
+
+lib = helper("altstack")
 lib.altstack_setup.argtypes = [ctypes.c_size_t, ctypes.c_long]
 lib.altstack_damage.restype = ctypes.c_long
 lib.altstack_used.restype = ctypes.c_long
