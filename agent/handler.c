@@ -247,10 +247,11 @@ void pa_handler_weigh_from_now(void) {
     tls_ring = NULL;
 }
 
-static __thread uintptr_t tls_stack_low __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t tls_stack_low, tls_stack_size __attribute__((tls_model("initial-exec")));
 
-void pa_handler_set_stack_low(uintptr_t low) {
+void pa_handler_set_stack(uintptr_t low, size_t size) {
     tls_stack_low = low;
+    tls_stack_size = size;
 }
 
 /* The CPU time this thread used since its last sample, by its perf event's count: the count
@@ -411,7 +412,8 @@ static __attribute__((noinline)) void walk_and_count(void *uc, uint64_t weight, 
  * on Linux 6.18, even when the interrupted code ran on that stack). On the thread's own stack:
  * its low end as the thread registered it, since a program may give its threads small stacks
  * (threading.stack_size) and run C code deep in them; past that end lies the guard page
- * (class 16). SIZE_MAX when neither is known (the main thread's own stack). */
+ * (class 16). SIZE_MAX when neither is known (the main thread's own stack, or a stack the
+ * program switched to). */
 static size_t stack_room(const void *uc) {
     const stack_t *ss = &((const ucontext_t *)uc)->uc_stack;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
@@ -421,9 +423,9 @@ static size_t stack_room(const void *uc) {
             return here - lo;
     }
     uintptr_t low = tls_stack_low;
-    if (!low)
-        return SIZE_MAX;
-    return here > low ? here - low : 0;
+    if (here < low || here - low >= tls_stack_size)
+        return SIZE_MAX; /* unknown, or a stack of the program's own (makecontext, a coroutine) */
+    return here - low;
 }
 
 static void take_sample(int sig, siginfo_t *si, void *uc) {

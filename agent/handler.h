@@ -55,10 +55,10 @@ extern __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exe
 /* The calling thread's next sample stands for its CPU time from now on (registration, or a
  * forked child whose clock restarted). Normal context, before the thread's timer is armed. */
 void pa_handler_weigh_from_now(void);
-/* The lowest usable address of the calling thread's own stack (above its guard page), found in
- * normal context when the thread registers; 0: unknown (the main thread, whose stack grows).
- * The handler then never needs more stack than is left (docs/harmless.md, class 16). */
-void pa_handler_set_stack_low(uintptr_t low);
+/* The calling thread's own stack, [low, low + size) above its guard page, found in normal
+ * context when the thread registers; size 0: unknown (the main thread, whose stack grows). The
+ * handler then never needs more stack than is left there (docs/harmless.md, class 16). */
+void pa_handler_set_stack(uintptr_t low, size_t size);
 
 struct pa_handler_counts {
     uint64_t signals;    /* our signals handled */

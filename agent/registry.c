@@ -118,7 +118,7 @@ static void make_key(void) {
     pthread_key_create(&exit_key, on_thread_exit);
 }
 
-/* The low end of the calling thread's own stack for the handler (pa_handler_set_stack_low).
+/* The calling thread's own stack, for the handler (pa_handler_set_stack).
  * Not for the main thread: glibc reads /proc/self/maps for it (a descriptor the program could
  * see), and its stack grows on demand up to the rlimit. */
 static void note_stack_low(void) {
@@ -130,7 +130,7 @@ static void note_stack_low(void) {
     if (pthread_getattr_np(pthread_self(), &a) != 0)
         return;
     if (pthread_attr_getstack(&a, &addr, &size) == 0 && size)
-        pa_handler_set_stack_low((uintptr_t)addr);
+        pa_handler_set_stack((uintptr_t)addr, size);
     pthread_attr_destroy(&a);
 }
 
