@@ -1,13 +1,15 @@
-/* buf.c - growable byte buffers and the two escapers every report goes through.
+/* buf.c - growable byte buffers, the two escapers every report goes through, and the binary
+ * helpers the binary formats share (varints, a bounded reader, zlib compression).
  *
  * Frame and file names come from programs we do not control, so nothing reaches HTML, SVG or
  * JSON output without passing pa_buf_json_str or pa_buf_html_str. Both validate UTF-8 on the
  * way (a stray byte becomes U+FFFD) so browsers and JSON parsers never see malformed text. */
-#include "profile.h"
+#include "profile_int.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 void pa_buf_free(pa_buf *b) {
     free(b->data);
@@ -234,4 +236,54 @@ size_t pa_buf_utf8(pa_buf *b, const char *str, size_t len) {
         i += n;
     }
     return replaced;
+}
+
+/* ---- binary helpers (pprof.c, capture.c) ---- */
+
+void pa_put_varint(pa_buf *b, uint64_t v) {
+    unsigned char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (unsigned char)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    pa_buf_append(b, tmp, n);
+}
+
+uint64_t pa_get_varint(pa_reader *r) {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end) {
+            r->bad = 1;
+            return 0;
+        }
+        unsigned char c = *r->p++;
+        v |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80))
+            return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+int pa_deflate(const void *data, size_t len, int gzip, pa_buf *out, pa_error *err) {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, 6, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return pa_fail(err, "cannot initialise zlib");
+    size_t bound = deflateBound(&zs, len);
+    pa_buf_reserve(out, bound + 1);
+    zs.next_in = (unsigned char *)(len ? data : "");
+    zs.avail_in = (uInt)len;
+    zs.next_out = (unsigned char *)out->data + out->len;
+    zs.avail_out = (uInt)bound;
+    int rc = 0;
+    if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
+        rc = pa_fail(err, "%s compression failed", gzip ? "gzip" : "zlib");
+    } else {
+        out->len += bound - zs.avail_out;
+        out->data[out->len] = '\0';
+    }
+    deflateEnd(&zs);
+    return rc;
 }

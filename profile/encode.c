@@ -37,50 +37,21 @@ static void put_folded_frame(pa_buf *b, const char *s, size_t len) {
     pa_buf_append(b, s + start, len - start);
 }
 
-/* The "#t" line of every stack that has time, by stack index; entries sorted by stack then
- * time make each stack's runs of consecutive buckets. */
+/* The "#t" line of every stack that has time: its entries in (stack, time) order. */
 struct time_lines {
-    size_t *order; /* entry indexes sorted by (stack, time) */
-    size_t *start; /* per stack, its first position in order; start[nstacks] = n */
+    pa_time_index ix;
     int64_t t0;
     uint32_t w;
 };
 
-static const pa_profile *by_stack_ctx;
-static int cmp_stack_time(const void *a, const void *b) {
-    size_t sa, sb;
-    int64_t ta, tb;
-    pa_profile_time_at(by_stack_ctx, *(const size_t *)a, &sa, &ta, NULL);
-    pa_profile_time_at(by_stack_ctx, *(const size_t *)b, &sb, &tb, NULL);
-    if (sa != sb)
-        return sa < sb ? -1 : 1;
-    return ta < tb ? -1 : ta > tb;
-}
-
 static void time_lines_init(struct time_lines *tl, const pa_profile *p) {
-    size_t n = pa_profile_time_count(p), nstacks = pa_profile_stack_count(p);
-    tl->order = pa_xrealloc(NULL, (n + 1) * sizeof *tl->order);
-    tl->start = calloc(nstacks + 1, sizeof *tl->start);
-    if (!tl->start)
-        abort();
-    for (size_t i = 0; i < n; i++)
-        tl->order[i] = i;
-    by_stack_ctx = p;
-    if (n > 1)
-        qsort(tl->order, n, sizeof *tl->order, cmp_stack_time);
-    for (size_t i = 0; i < n; i++) {
-        size_t st;
-        pa_profile_time_at(p, tl->order[i], &st, NULL, NULL);
-        tl->start[st + 1]++;
-    }
-    for (size_t s = 0; s < nstacks; s++)
-        tl->start[s + 1] += tl->start[s];
+    pa_time_index_init(&tl->ix, p);
     tl->t0 = pa_profile_time_first(p);
     tl->w = pa_profile_bucket_ms(p);
 }
 
 static void time_line(const struct time_lines *tl, const pa_profile *p, size_t s, pa_buf *out) {
-    size_t a = tl->start[s], z = tl->start[s + 1];
+    size_t a = tl->ix.start[s], z = tl->ix.start[s + 1];
     if (a == z)
         return;
     pa_buf_puts(out, "#t");
@@ -88,7 +59,7 @@ static void time_line(const struct time_lines *tl, const pa_profile *p, size_t s
     for (size_t i = a; i < z; i++) {
         int64_t t;
         uint64_t c;
-        pa_profile_time_at(p, tl->order[i], NULL, &t, &c);
+        pa_profile_time_at(p, tl->ix.order[i], NULL, &t, &c);
         int64_t b = (t - tl->t0) / tl->w;
         if (b == next) {
             pa_buf_append(out, ",", 1);
@@ -101,11 +72,6 @@ static void time_line(const struct time_lines *tl, const pa_profile *p, size_t s
         next = b + 1;
     }
     pa_buf_append(out, "\n", 1);
-}
-
-static void time_lines_free(struct time_lines *tl) {
-    free(tl->order);
-    free(tl->start);
 }
 
 static void put_stack_line(const pa_profile *p, size_t s, pa_buf *out);
@@ -127,7 +93,7 @@ void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
         put_stack_line(p, s, out);
         time_line(&tl, p, s, out);
     }
-    time_lines_free(&tl);
+    pa_time_index_free(&tl.ix);
 }
 
 void pa_profile_encode_folded_stacks(const pa_profile *p, pa_buf *out) {

@@ -517,6 +517,36 @@ size_t *pa_profile_time_order(const pa_profile *p) {
     return order;
 }
 
+static const pa_profile *by_stack_ctx;
+static int cmp_stack_time(const void *a, const void *b) {
+    const struct tentry *x = &by_stack_ctx->te[*(const size_t *)a];
+    const struct tentry *y = &by_stack_ctx->te[*(const size_t *)b];
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+void pa_time_index_init(pa_time_index *ix, const pa_profile *p) {
+    ix->order = pa_xrealloc(NULL, (p->nte + 1) * sizeof *ix->order);
+    ix->start = calloc(p->nstacks + 1, sizeof *ix->start);
+    if (!ix->start)
+        abort();
+    for (size_t i = 0; i < p->nte; i++)
+        ix->order[i] = i;
+    by_stack_ctx = p; /* qsort has no context argument in C11 (see pa_profile_time_order) */
+    if (p->nte > 1)
+        qsort(ix->order, p->nte, sizeof *ix->order, cmp_stack_time);
+    for (size_t i = 0; i < p->nte; i++)
+        ix->start[p->te[i].stack + 1]++;
+    for (size_t s = 0; s < p->nstacks; s++)
+        ix->start[s + 1] += ix->start[s];
+}
+
+void pa_time_index_free(pa_time_index *ix) {
+    free(ix->order);
+    free(ix->start);
+}
+
 /* Adds src's time entries to dst through a map from src stack indexes to dst's. */
 static void merge_time(pa_profile *dst, const pa_profile *src, const size_t *stack_map) {
     if (src->nte == 0)

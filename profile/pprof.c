@@ -9,31 +9,20 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* The build_id of the mappings that name instructions' opcodes. */
 #define OPCODE_MAPPING "pyagent-opcode"
 
 /* ---- writing ---- */
 
-static void put_varint(pa_buf *b, uint64_t v) {
-    unsigned char tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n++] = (unsigned char)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    pa_buf_append(b, tmp, n);
-}
-
 static void put_uint(pa_buf *b, unsigned field, uint64_t v) {
-    put_varint(b, (uint64_t)field << 3);
-    put_varint(b, v);
+    pa_put_varint(b, (uint64_t)field << 3);
+    pa_put_varint(b, v);
 }
 
 static void put_bytes(pa_buf *b, unsigned field, const void *data, size_t len) {
-    put_varint(b, ((uint64_t)field << 3) | 2);
-    put_varint(b, len);
+    pa_put_varint(b, ((uint64_t)field << 3) | 2);
+    pa_put_varint(b, len);
     pa_buf_append(b, data, len);
 }
 
@@ -106,11 +95,11 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
         pa_buf packed = {0};
         for (size_t k = n; k-- > 0;)
-            put_varint(&packed, (uint64_t)ids[k] + 1);
+            pa_put_varint(&packed, (uint64_t)ids[k] + 1);
         put_msg(&sub, 1, &packed);
-        put_varint(&packed, count);
+        pa_put_varint(&packed, count);
         if (with_cpu)
-            put_varint(&packed, count * period);
+            pa_put_varint(&packed, count * period);
         put_msg(&sub, 2, &packed);
         if (i < ntime) {
             put_uint(&packed, 1, ts_key);
@@ -221,69 +210,27 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     pa_profile_free(funcs);
 
     int rc = 0;
-    if (!gzip) {
+    if (!gzip)
         pa_buf_append(out, msg.data ? msg.data : "", msg.len);
-    } else {
-        z_stream zs;
-        memset(&zs, 0, sizeof zs);
-        if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-            pa_fail(err, "cannot initialise zlib");
-            pa_buf_free(&msg);
-            return -1;
-        }
-        size_t bound = deflateBound(&zs, msg.len);
-        pa_buf_reserve(out, bound + 1);
-        zs.next_in = (unsigned char *)msg.data;
-        zs.avail_in = (uInt)msg.len;
-        zs.next_out = (unsigned char *)out->data + out->len;
-        zs.avail_out = (uInt)bound;
-        if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
-            pa_fail(err, "gzip compression failed");
-            rc = -1;
-        } else {
-            out->len += bound - zs.avail_out;
-            out->data[out->len] = '\0';
-        }
-        deflateEnd(&zs);
-    }
+    else
+        rc = pa_deflate(msg.data, msg.len, 1, out, err);
     pa_buf_free(&msg);
     return rc;
 }
 
 /* ---- reading ---- */
 
-struct reader {
-    const unsigned char *p, *end;
-    int bad;
-};
-
-static uint64_t get_varint(struct reader *r) {
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end) {
-            r->bad = 1;
-            return 0;
-        }
-        unsigned char c = *r->p++;
-        v |= (uint64_t)(c & 0x7F) << shift;
-        if (!(c & 0x80))
-            return v;
-    }
-    r->bad = 1;
-    return 0;
-}
-
 /* Reads a field header; for wire type 2 also its payload into *sub. Returns 0 at the end. */
-static int next_field(struct reader *r, unsigned *field, unsigned *wire, uint64_t *value,
-                      struct reader *sub) {
+static int next_field(pa_reader *r, unsigned *field, unsigned *wire, uint64_t *value,
+                      pa_reader *sub) {
     if (r->bad || r->p >= r->end)
         return 0;
-    uint64_t tag = get_varint(r);
+    uint64_t tag = pa_get_varint(r);
     *field = (unsigned)(tag >> 3);
     *wire = (unsigned)(tag & 7);
     switch (*wire) {
     case 0:
-        *value = get_varint(r);
+        *value = pa_get_varint(r);
         break;
     case 1:
     case 5: {
@@ -296,7 +243,7 @@ static int next_field(struct reader *r, unsigned *field, unsigned *wire, uint64_
         break;
     }
     case 2: {
-        uint64_t len = get_varint(r);
+        uint64_t len = pa_get_varint(r);
         if (r->bad || len > (uint64_t)(r->end - r->p)) {
             r->bad = 1;
             return 0;
@@ -359,7 +306,7 @@ static int cmp_loc(const void *a, const void *b) {
 
 int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
                     pa_error *err) {
-    struct reader r = {data, (const unsigned char *)data + len, 0}, sub, sub2, sub3;
+    pa_reader r = {data, (const unsigned char *)data + len, 0}, sub, sub2, sub3;
     struct strref *strs = NULL;
     size_t nstr = 0, capstr = 0;
     struct pfunc *funcs = NULL;
@@ -460,7 +407,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
                 comments[ncomments++] = v;
         } else if (field == 13 && wire == 2) {
             while (sub.p < sub.end && !sub.bad) {
-                uint64_t c = get_varint(&sub);
+                uint64_t c = pa_get_varint(&sub);
                 if (ncomments < sizeof comments / sizeof comments[0])
                     comments[ncomments++] = c;
             }
@@ -550,8 +497,8 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
     uint64_t *locids = NULL;
     size_t nlocids = 0, caplocids = 0;
     for (size_t s = 0; s < nsamp; s++) {
-        struct reader sr = {(const unsigned char *)samples[s].s,
-                            (const unsigned char *)samples[s].s + samples[s].len, 0};
+        pa_reader sr = {(const unsigned char *)samples[s].s,
+                        (const unsigned char *)samples[s].s + samples[s].len, 0};
         uint64_t value = 0;
         int have_value = 0, timed = 0;
         int64_t t_ms = 0;
@@ -584,7 +531,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
                 locids[nlocids++] = v;
             } else if (field == 1 && wire == 2) {
                 while (sub.p < sub.end && !sub.bad) {
-                    uint64_t id = get_varint(&sub);
+                    uint64_t id = pa_get_varint(&sub);
                     GROW(locids, nlocids, caplocids);
                     locids[nlocids++] = id;
                 }
@@ -592,7 +539,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
                 value = v;
                 have_value = 1;
             } else if (field == 2 && wire == 2 && !have_value) {
-                value = get_varint(&sub);
+                value = pa_get_varint(&sub);
                 have_value = 1;
             }
             if (sub.bad)

@@ -11,6 +11,19 @@ void *pa_xrealloc(void *p, size_t n); /* aborts on out-of-memory */
 char *pa_xstrndup(const char *s, size_t n);
 uint64_t pa_hash_bytes(const void *data, size_t n);
 
+/* Binary helpers of pprof.c and capture.c (buf.c). Varints are protobuf's: 7 bits a byte,
+ * low group first, the high bit set on every byte but the last. */
+void pa_put_varint(pa_buf *b, uint64_t v);
+/* A cursor over untrusted bytes: a read past end, or a varint over 10 bytes, sets bad and
+ * returns 0, so a decoder checks bad once after a run of reads. */
+typedef struct pa_reader {
+    const unsigned char *p, *end;
+    int bad;
+} pa_reader;
+uint64_t pa_get_varint(pa_reader *r);
+/* Appends data compressed by zlib: a gzip member when gzip, else a zlib stream (RFC 1950). */
+int pa_deflate(const void *data, size_t len, int gzip, pa_buf *out, pa_error *err);
+
 /* A prefix tree of frame ids (tree.c): node i is frame[i] under parent[i] (UINT32_MAX for a
  * root); nodes are numbered in creation order, parents first. Zero-initialise it. */
 typedef struct pa_tree {
@@ -42,6 +55,14 @@ void pa_parse_header(pa_profile *p, const char *s, size_t len, pa_text_state *st
 void pa_put_meta_pairs(const pa_profile *p, pa_buf *out);
 /* The bucket width set on p, whether or not it has time entries yet. */
 uint32_t pa_profile_time_width(const pa_profile *p);
+/* A profile's time entries grouped by stack: order holds the entry indexes sorted by (stack,
+ * time), and stack s's entries are order[start[s] .. start[s + 1]). */
+typedef struct pa_time_index {
+    size_t *order;
+    size_t *start;
+} pa_time_index;
+void pa_time_index_init(pa_time_index *ix, const pa_profile *p);
+void pa_time_index_free(pa_time_index *ix);
 /* The earliest bucket of p's time entries (0 when it has none). */
 int64_t pa_profile_time_first(const pa_profile *p);
 
