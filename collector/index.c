@@ -268,10 +268,10 @@ void pa_coll_handle_index(struct pa_coll_store *st, const struct pa_coll_params 
         }
         pa_buf_puts(b, "</table>");
     }
-    pa_buf_puts(b,
-                "<p>API: <a href=\"/api/apps\">/api/apps</a> &middot; "
-                "<code>/render?query=APP.cpu{k=v}&amp;from=now-1h&amp;until=now"
-                "&amp;format=html|svg|folded|pprof|speedscope|firefox|json|pstats|jsonl</code></p>"
-                "</body></html>");
+    pa_buf_puts(b, "<p>API: <a href=\"/api/apps\">/api/apps</a> &middot; "
+                   "<code>/render?query=APP.cpu{k=v}&amp;from=now-1h&amp;until=now"
+                   "&amp;format=html|svg|folded|pprof|speedscope|firefox|json|pstats|jsonl|capture"
+                   "</code></p>"
+                   "</body></html>");
     pa_coll_series_list_free(&l);
 }

@@ -50,6 +50,11 @@ static int enc_jsonl(const pa_profile *p, const pa_output_opts *o, pa_buf *out, 
     return pa_profile_encode_jsonl(p, out, err);
 }
 
+static int enc_capture(const pa_profile *p, const pa_output_opts *o, pa_buf *out, pa_error *err) {
+    (void)o;
+    return pa_capture_encode(p, out, err);
+}
+
 static const pa_output_format folded = {"folded", ".folded", "text/plain; charset=utf-8", NULL,
                                         enc_folded};
 static const pa_output_format pprof = {"pprof", ".pb.gz", "application/octet-stream",
@@ -66,8 +71,11 @@ static const pa_output_format pstats = {"pstats", ".pstats", "application/octet-
 static const pa_output_format jsonl = {"jsonl", ".jsonl", "application/jsonl",
                                        "attachment; filename=\"profile.jsonl\"", enc_jsonl};
 
-const pa_output_format *const pa_output_formats[] = {&folded, &pprof,  &speedscope, &firefox,
-                                                     &json,   &pstats, &jsonl,      NULL};
+static const pa_output_format capture = {"capture", ".pyacap", "application/octet-stream",
+                                         "attachment; filename=\"profile.pyacap\"", enc_capture};
+
+const pa_output_format *const pa_output_formats[] = {&folded, &pprof, &speedscope, &firefox, &json,
+                                                     &pstats, &jsonl, &capture,    NULL};
 
 const pa_output_format *pa_output_format_find(const char *name) {
     for (size_t i = 0; pa_output_formats[i]; i++)

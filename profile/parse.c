@@ -2,9 +2,10 @@
  *
  * One incremental parser serves files, pipes and the collector's upload buffers. Bytes pass
  * through up to two stages: gunzip (when the first two bytes are gzip's magic) and then either
- * the line splitter (text) or an accumulator handed to the pprof decoder at the end (pprof is
- * one protobuf message and cannot be read in pieces). Text never needs more memory than its
- * longest line plus the profile itself, which is what lets 500 MB files stream.
+ * the line splitter (text) or an accumulator handed to the pprof or capture decoder at the end
+ * (pprof is one protobuf message, a capture one compressed body: neither is read in pieces). Text
+ * never needs more memory than its longest line plus the profile itself, which is what lets 500 MB
+ * files stream.
  *
  * The dialects differ only in how a stack line spells its frames, so each line is split once
  * and frames that are not already in our "qualname (file:line)" spelling are rewritten. */
@@ -30,12 +31,14 @@ const char *pa_format_name(pa_format f) {
         return "cpython collapsed";
     case PA_FORMAT_PPROF:
         return "pprof";
+    case PA_FORMAT_CAPTURE:
+        return "pyagent capture";
     default:
         return "unknown";
     }
 }
 
-enum { MODE_SNIFF, MODE_TEXT, MODE_PPROF };
+enum { MODE_SNIFF, MODE_TEXT, MODE_PPROF, MODE_CAPTURE };
 
 #define PA_MAX_COUNT 1000000000000000ull
 
@@ -374,9 +377,12 @@ static int looks_like_pprof(const unsigned char *s, size_t len) {
     return 0;
 }
 
-/* Enough bytes are held to tell pprof from text: decide, and hand held text to its parser. */
+/* Enough bytes are held to tell a capture or pprof from text: decide, and hand held text to its
+ * parser. A capture's magic is checked first (its first byte is no pprof field tag anyway); a
+ * short input that is the start of that magic is a truncated capture, not text. */
 static void decide_mode(pa_parser *ps) {
-    ps->mode = looks_like_pprof((const unsigned char *)ps->pending.data, ps->pending.len)
+    ps->mode = pa_capture_sniff(ps->pending.data, ps->pending.len) ? MODE_CAPTURE
+               : looks_like_pprof((const unsigned char *)ps->pending.data, ps->pending.len)
                    ? MODE_PPROF
                    : MODE_TEXT;
     if (ps->mode == MODE_TEXT) {
@@ -395,7 +401,7 @@ static void plain_feed(pa_parser *ps, const char *data, size_t len) {
         decide_mode(ps);
         return;
     }
-    if (ps->mode == MODE_PPROF)
+    if (ps->mode == MODE_PPROF || ps->mode == MODE_CAPTURE)
         pa_buf_append(&ps->pending, data, len);
     else
         text_feed(ps, data, len);
@@ -485,10 +491,13 @@ int pa_parser_finish(pa_parser *ps, pa_parse_stats *stats, pa_error *err) {
         decide_mode(ps);
     }
     int rc = 0;
-    if (ps->mode == MODE_PPROF) {
-        ps->st.format = PA_FORMAT_PPROF;
+    if (ps->mode == MODE_PPROF || ps->mode == MODE_CAPTURE) {
+        ps->st.format = ps->mode == MODE_PPROF ? PA_FORMAT_PPROF : PA_FORMAT_CAPTURE;
         pa_error perr;
-        if (pa_pprof_decode(ps->p, ps->pending.data, ps->pending.len, &ps->st, &perr) != 0) {
+        if ((ps->mode == MODE_PPROF
+                 ? pa_pprof_decode(ps->p, ps->pending.data, ps->pending.len, &ps->st, &perr)
+                 : pa_capture_decode(ps->p, ps->pending.data, ps->pending.len, &ps->st, &perr)) !=
+            0) {
             pa_fail(err, "%s: %s", ps->name, perr.msg);
             rc = -1;
         }

@@ -165,6 +165,7 @@ typedef enum pa_format {
     PA_FORMAT_AUSTIN,  /* Austin's collapsed output, P<pid>;T<tid>;file:func:line */
     PA_FORMAT_CPYTHON, /* python -m profiling.sampling --collapsed, tid:N;file:func:line */
     PA_FORMAT_PPROF,   /* profile.proto */
+    PA_FORMAT_CAPTURE, /* pyagent's binary capture (capture.c) */
 } pa_format;
 
 const char *pa_format_name(pa_format f);
@@ -214,6 +215,21 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err);
  * pa_pprof_encode reads back with its mode. */
 int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
                     pa_error *err);
+/* pyagent's binary capture (.pyacap, docs/formats.md "Binary capture"): everything a folded
+ * file with its header and "#t" lines holds (metadata, frames, stacks in their order, weights,
+ * time buckets), compact, zlib-compressed, read back into the same profile. Encoding returns
+ * -1 only if zlib fails. Decoding adds into p as the parser does for any input (metadata
+ * combined, frames re-interned); a malformed, truncated or over-large capture is -1 with a
+ * one-line reason, and nothing is allocated beyond what the checked counts allow: a body over
+ * 1 GiB inflated, or stacks that expand to more than PA_CAPTURE_MAX_FRAMES frame ids in all,
+ * are refused. */
+#define PA_CAPTURE_MAGIC_LEN 8
+#define PA_CAPTURE_MAX_FRAMES (1ull << 28)
+int pa_capture_encode(const pa_profile *p, pa_buf *out, pa_error *err);
+int pa_capture_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
+                      pa_error *err);
+/* Do the first len bytes (at least 2) begin the capture's magic? */
+int pa_capture_sniff(const void *data, size_t len);
 /* speedscope's file format (a "sampled" profile per thread root). With time buckets the
  * samples come in time order, one per (stack, bucket), weighted by their count. */
 void pa_profile_encode_speedscope(const pa_profile *p, const char *name, pa_buf *out);

@@ -184,6 +184,45 @@ EOF
     diff <(grep -v '^#' "$T/a.folded" | sort) <(grep -v '^#' "$T/back.folded" | sort) || fail "pprof round trip"
     grep -q 'rate=100' "$T/back.folded" || fail "pprof lost the rate"
     ;;
+capture)
+    # A binary capture replays into every report exactly as the folded file it came from.
+    $GEN --stacks 2000 --samples 30000 --seed 5 -o "$T/g.folded"
+    printf '# pyagent 1 rate=100 mode=wall pid=9 bucket_ms=20 t0_ms=1763750000000\nthread:A;f (/app/a.py:1) @4 CALL;g (/app/a.py:5) @8:2-6 BINARY_OP 30\n#t 0:10,10 9:5\nthread:B;h [libc.so.6] 10\n' >"$T/t.folded"
+    "$RENDER" export "$T/g.folded" "$T/t.folded" -o "$T/a.folded" || fail "merge"
+    "$RENDER" export "$T/a.folded" -o "$T/a.pyacap" || fail "export by extension"
+    [ "$(head -c 8 "$T/a.pyacap" | od -An -tx1 | tr -d ' \n')" = 895059414341500a ] || fail "magic"
+    "$RENDER" export --format capture "$T/a.folded" -o - >"$T/b.bin" || fail "export --format capture"
+    cmp -s "$T/a.pyacap" "$T/b.bin" || fail "--format capture differs from .pyacap"
+    [ "$(stat -c %s "$T/a.pyacap")" -lt "$(($(stat -c %s "$T/a.folded") / 4))" ] || fail "not compact"
+    "$RENDER" export "$T/a.pyacap" -o "$T/back.folded" || fail "capture to folded"
+    cmp -s "$T/a.folded" "$T/back.folded" || fail "round trip: $(diff "$T/a.folded" "$T/back.folded" | head -5)"
+    "$RENDER" export - -o "$T/stdin.folded" <"$T/a.pyacap" || fail "capture on stdin"
+    cmp -s "$T/a.folded" "$T/stdin.folded" || fail "capture on stdin differs"
+    for f in a.folded a.pyacap; do
+        "$RENDER" flamegraph "$T/$f" --title t --no-source -o "$T/$f.html" || fail "flamegraph $f"
+        "$RENDER" flamegraph "$T/$f" --title t -o "$T/$f.svg" || fail "svg $f"
+        "$RENDER" heatmap "$T/$f" --title t -o "$T/$f.heat" >/dev/null || fail "heatmap $f"
+        "$RENDER" top "$T/$f" >"$T/$f.top" || fail "top $f"
+        for fmt in pprof speedscope firefox json pstats jsonl; do
+            "$RENDER" export --format $fmt "$T/$f" --title t -o "$T/$f.$fmt" || fail "$fmt from $f"
+        done
+    done
+    for x in html svg top pprof speedscope firefox json pstats jsonl; do
+        cmp -s "$T/a.folded.$x" "$T/a.pyacap.$x" || fail "$x from the capture differs"
+    done
+    diff -r "$T/a.folded.heat" "$T/a.pyacap.heat" >/dev/null || fail "heatmap from the capture differs"
+    # Several captures merge like their folded files do.
+    "$RENDER" export "$T/t.folded" -o "$T/t.pyacap" || fail "export t"
+    "$RENDER" export "$T/g.folded" "$T/t.pyacap" -o "$T/m.folded" || fail "merge a capture"
+    cmp -s "$T/a.folded" "$T/m.folded" || fail "merged capture differs"
+    # Broken captures: one line, exit 1, no output.
+    head -c 100 "$T/a.pyacap" >"$T/cut.pyacap"
+    expect_exit 1 '^pyagent-render: .*cut.pyacap: truncated' "$RENDER" flamegraph "$T/cut.pyacap" -o "$T/cut.html"
+    [ "$(wc -l <"$T/err")" = 1 ] || fail "more than one line: $(cat "$T/err")"
+    [ ! -e "$T/cut.html" ] || fail "an output was written"
+    { head -c 8 "$T/a.pyacap"; printf '\002\000\001\000'; } >"$T/v2.pyacap"
+    expect_exit 1 'capture version 2 is not supported' "$RENDER" export "$T/v2.pyacap" -o "$T/v2.folded"
+    ;;
 cpython_exports)
     printf '# pyagent 1 rate=100 mode=wall\nthread:A;main (a.py:1);f (a.py:5);g (a.py:9) 30\nthread:B;main (a.py:1);f (a.py:5);f (a.py:5);h (b.py:9) @12:4-9 LOAD_ATTR 10\nthread:B;<idle> 5\nthread:C;run (é.py:2);read [libc.so.6] 3000000000\n' >"$T/a.folded"
     "$RENDER" export "$T/a.folded" -o "$T/a.pstats" || fail "pstats"
