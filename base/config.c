@@ -257,6 +257,7 @@ void pa_config_read(struct pa_config *cfg) {
 
     read_upload_config(cfg);
 
+    env_str(cfg->out_format, sizeof cfg->out_format, "PYAGENT_OUTPUT_FORMAT", NULL);
     v = env("PYAGENT_OUTPUT");
     if (!v && !cfg->server[0])
         v = "pyagent.%p.folded";

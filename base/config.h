@@ -19,6 +19,7 @@ struct pa_config {
     unsigned rate;        /* PYAGENT_RATE */
     int mode;             /* PYAGENT_MODE */
     char output[4096];    /* PYAGENT_OUTPUT, absolute, %p not yet expanded; "" = none */
+    char out_format[32];  /* PYAGENT_OUTPUT_FORMAT; "" = by PYAGENT_OUTPUT's extension */
     unsigned interval_s;  /* PYAGENT_UPLOAD_INTERVAL */
     unsigned max_depth;   /* PYAGENT_MAX_DEPTH */
     int log_level;        /* PYAGENT_LOG */

@@ -1,4 +1,5 @@
-/* uploader.c: drain the stack tables into profiles; write the local folded file.
+/* uploader.c: drain the stack tables into profiles; write the local profile file (folded, or
+ * any format of profile/'s registry: PYAGENT_OUTPUT_FORMAT or PYAGENT_OUTPUT's extension).
  *
  * The profile model (interning, aggregation, folded encoding) is the shared one in
  * profile/, the same code the renderer and collector read profiles with. */
@@ -33,6 +34,7 @@ static pa_profile *total;   /* everything since this process started sampling (l
 static pa_profile *pending; /* drained since the last upload */
 static time_t pending_from; /* start of the samples in pending */
 static char out_path[4096];
+static const pa_output_format *out_format; /* what the local file is written in */
 static time_t started;
 static uint64_t dropped_total;
 static int write_failed_logged;
@@ -90,6 +92,27 @@ static void set_out_path(int child) {
     check_out_path();
 }
 
+/* PYAGENT_OUTPUT_FORMAT names a format of the registry; without it the file's extension
+ * chooses, as for pyagent-render export (".pyacap": the binary capture); else folded. */
+static void choose_out_format(void) {
+    out_format = NULL;
+    if (cfg->out_format[0]) {
+        out_format = pa_output_format_find(cfg->out_format);
+        if (!out_format) {
+            pa_buf names = {0};
+            for (size_t i = 0; pa_output_formats[i]; i++)
+                pa_buf_printf(&names, "%s%s", i ? " " : "", pa_output_formats[i]->name);
+            pa_log(PA_LOG_ERROR, "PYAGENT_OUTPUT_FORMAT=\"%.32s\" is not one of %s; using folded",
+                   cfg->out_format, names.data);
+            pa_buf_free(&names);
+        }
+    } else if (cfg->output[0]) {
+        out_format = pa_output_format_for_path(cfg->output);
+    }
+    if (!out_format)
+        out_format = pa_output_format_find("folded");
+}
+
 int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     cfg = c;
     py = p;
@@ -97,6 +120,7 @@ int pa_uploader_init(const struct pa_config *c, const struct pa_python *p) {
     pending = new_profile();
     started = pending_from = time(NULL);
     set_out_path(0);
+    choose_out_format();
     pa_send_init(cfg);
     return total && pending ? 0 : -1;
 }
@@ -394,7 +418,13 @@ static int write_local(int final, int quiet) {
     }
 
     pa_buf buf = {0};
-    pa_profile_encode_folded(total, &buf);
+    pa_error enc_err;
+    pa_output_opts opts = {.title = cfg->app_name};
+    if (out_format->encode(total, &opts, &buf, &enc_err) != 0) {
+        pa_buf_free(&buf);
+        pa_log(PA_LOG_ERROR, "cannot encode the profile for %s: %s", out_path, enc_err.msg);
+        return -1;
+    }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

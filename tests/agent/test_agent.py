@@ -137,6 +137,7 @@ def test_bad_configuration(ctx):
     cases = {
         "PYAGENT_RATE": "fast", "PYAGENT_MODE": "bogus", "PYAGENT_MAX_DEPTH": "-3",
         "PYAGENT_UPLOAD_INTERVAL": "0", "PYAGENT_LOG": "loud", "PYAGENT_ENABLE": "maybe",
+        "PYAGENT_OUTPUT_FORMAT": "gecko",
     }
     for var, val in cases.items():
         r = ctx.same_as_without(["plain.py", "0.5", "3"], env={var: val})
@@ -872,6 +873,76 @@ def test_opcodes(ctx):
           % (placed, len({f for f, _ in hot}), spanned))
 
 
+def test_capture_replay(ctx):
+    """The binary capture replays real profiles exactly. A CPU profile with instructions
+    (3.11+), two threads and time buckets, folded by the agent, goes to a capture and back to
+    the same header, stacks, counts and buckets, and every report and export drawn from the
+    capture (the flamegraph with its time data, the heatmap, top, pprof, speedscope, Firefox,
+    report JSON, pstats, JSON lines) is the one drawn from the folded file. A wall profile the
+    agent writes as a capture itself (PYAGENT_OUTPUT=*.pyacap) reads back whole, and folded and
+    captured again it gives the very bytes the agent wrote."""
+    render = os.path.join(os.path.dirname(ctx.launcher), "pyagent-render")
+
+    def rend(*args):
+        p = subprocess.run([render] + list(args), capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "pyagent-render %s: %s" % (" ".join(args), p.stderr[-2000:]))
+        return p.stdout
+
+    def same(a, b, what):
+        check(open(a, "rb").read() == open(b, "rb").read(), "%s differs between %s and %s" % (what, a, b))
+
+    r = ctx.run(["replay.py"], env={"PYAGENT_OPCODES": "1"})
+    check(r.rc == 0, "replay.py failed: %s" % r.err[-2000:])
+    folded = r.profile()
+    check(len(folded.threads()) >= 2, "fewer than two threads: %r" % folded.threads())
+    check(folded.times, "no time buckets")
+    cap = os.path.join(r.cwd, "cpu.pyacap")
+    rend("export", folded.path, "-o", cap)
+    check(os.path.getsize(cap) * 3 < os.path.getsize(folded.path), "the capture is not compact")
+    rend("export", cap, "-o", os.path.join(r.cwd, "back.folded"))
+    back = Profile(os.path.join(r.cwd, "back.folded"))
+    check(back.meta == folded.meta, "header: %r, from the capture %r" % (folded.meta, back.meta))
+    check(back.stacks == folded.stacks, "the stacks or their counts differ")
+    check(back.times == folded.times, "the time buckets differ")
+    with_instr = sum(1 for frames, _ in back.stacks for f in frames if " @" in f)
+    if tuple(int(x) for x in folded.meta["python"].split(".")[:2]) >= (3, 11):
+        check(with_instr > 0, "no frame names its instruction")
+    for src in (folded.path, cap):
+        base = src + ".r"
+        rend("flamegraph", src, "--title", "t", "-o", base + ".html")
+        rend("heatmap", src, "--title", "t", "-o", base + ".heat")
+        open(base + ".top", "w").write(rend("top", src))
+        for fmt in ("pprof", "speedscope", "firefox", "json", "pstats", "jsonl"):
+            rend("export", "--format", fmt, "--title", "t", src, "-o", base + "." + fmt)
+    for ext in ("html", "top", "pprof", "speedscope", "firefox", "json", "pstats", "jsonl"):
+        same(folded.path + ".r." + ext, cap + ".r." + ext, ext)
+    check('"time":{' in open(cap + ".r.html").read(), "the flamegraph has no time data")
+    heat = folded.path + ".r.heat"
+    for name in os.listdir(heat):
+        same(os.path.join(heat, name), os.path.join(cap + ".r.heat", name), "heatmap " + name)
+
+    # The extension chooses the format (PYAGENT_OUTPUT_FORMAT=capture would too).
+    r = ctx.run(["replay.py"], env={"PYAGENT_OPCODES": "1", "PYAGENT_MODE": "wall",
+                                    "PYAGENT_OUTPUT": "replay.%p.pyacap"})
+    check(r.rc == 0, "replay.py failed: %s" % r.err[-2000:])
+    caps = [n for n in os.listdir(r.cwd) if n.endswith(".pyacap")]
+    check(len(caps) == 1 and not [n for n in os.listdir(r.cwd) if n.endswith(".folded")],
+          "expected one capture and no folded file: %r" % os.listdir(r.cwd))
+    agent_cap = os.path.join(r.cwd, caps[0])
+    check(open(agent_cap, "rb").read(8) == b"\x89PYACAP\n", "not a capture")
+    wall = os.path.join(r.cwd, "wall.folded")
+    rend("export", agent_cap, "-o", wall)
+    w = Profile(wall)
+    check(w.meta.get("mode") == "wall" and w.meta.get("final") == "1", "header: %r" % w.meta)
+    check(int(w.meta["samples"]) == w.total(), "samples=%s, the stacks hold %d" % (w.meta["samples"], w.total()))
+    check(len(w.threads()) >= 2 and w.times, "threads %r, %d timed stacks" % (w.threads(), len(w.times)))
+    rend("export", wall, "-o", os.path.join(r.cwd, "again.pyacap"))
+    same(agent_cap, os.path.join(r.cwd, "again.pyacap"), "the capture written again from its folded text")
+    print("cpu: %d stacks, folded %d bytes, capture %d bytes; wall: capture %d bytes, %d stacks"
+          % (len(folded.stacks), os.path.getsize(folded.path), os.path.getsize(cap),
+             os.path.getsize(agent_cap), len(w.stacks)))
+
+
 def interp_root(frames):
     """The interpreter of a sample: the id in its interp:ID frame (after the thread root), 0
     (the main interpreter) without one."""
@@ -1323,6 +1394,8 @@ SCOPES.update({case: "spread" for case in (
     # The flag gc_share reads on every interpreter, read again from the tick thread: wall time
     # against wall time, the loosest of the GC checks (8 points of slack), on the spread only.
     "gc_wall_mode",
+    # The binary capture's replay: the same code on every interpreter past the agent's frames.
+    "capture_replay",
     # The thread-state counts from the tick thread: the same reads as thread_states.
     "thread_states_wall_mode")})
 
