@@ -8,6 +8,7 @@ import sys
 import time
 import unittest
 import urllib.parse
+import zlib
 
 from harness import Collector, folded, gz, parse_folded, pprof
 
@@ -134,6 +135,28 @@ class Api(unittest.TestCase):
                          ("meta", "end", 5))
         html = self.ok(self.c.get(base + "html")).decode()
         self.assertIn('id="source-data">{}<', html, "a query never reads the files it names")
+
+    def test_render_capture_is_the_binary_capture_to_download(self):
+        self.ok(self.c.ingest("cap.cpu", "thread:main;f (a.py:1);g (a.py:2) 5\n", frm=T0,
+                              until=T0 + 10))
+        status, body, headers = self.c.get("/render?query=cap.cpu&from=%d&until=%d&format=capture"
+                                           % (T0, T0 + 10))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers["Content-Type"], "application/octet-stream")
+        self.assertIn('filename="profile.pyacap"', headers["Content-Disposition"])
+        # The header (docs/formats.md, "Binary capture"): magic, version 1, zlib, body length.
+        self.assertEqual(body[:11], b"\x89PYACAP\n\x01\x00\x01")
+        length, shift, i = 0, 0, 11
+        while True:
+            length |= (body[i] & 0x7F) << shift
+            shift += 7
+            i += 1
+            if body[i - 1] < 0x80:
+                break
+        raw = zlib.decompress(body[i:])
+        self.assertEqual(len(raw), length)
+        for name in (b"a.py", b"thread:main", b"f", b"g"):
+            self.assertIn(name, raw)
 
     def test_heatmap_pages_never_read_files_uploads_name(self):
         self.ok(self.c.ingest("hm.cpu", "thread:main;peek (/etc/passwd:1) 9\n"
