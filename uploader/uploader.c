@@ -422,7 +422,9 @@ static int write_local(int final, int quiet) {
     pa_output_opts opts = {.title = cfg->app_name};
     if (out_format->encode(total, &opts, &buf, &enc_err) != 0) {
         pa_buf_free(&buf);
-        pa_log(PA_LOG_ERROR, "cannot encode the profile for %s: %s", out_path, enc_err.msg);
+        if (!write_failed_logged || final)
+            pa_log(PA_LOG_ERROR, "cannot encode the profile for %s: %s", out_path, enc_err.msg);
+        write_failed_logged = 1;
         return -1;
     }
     char tmp[4200];
