@@ -936,6 +936,9 @@ def test_capture_replay(ctx):
     check(w.meta.get("mode") == "wall" and w.meta.get("final") == "1", "header: %r" % w.meta)
     check(int(w.meta["samples"]) == w.total(), "samples=%s, the stacks hold %d" % (w.meta["samples"], w.total()))
     check(len(w.threads()) >= 2 and w.times, "threads %r, %d timed stacks" % (w.threads(), len(w.times)))
+    for src in (agent_cap, wall):
+        rend("flamegraph", src, "--title", "t", "-o", src + ".html")
+    same(agent_cap + ".html", wall + ".html", "the wall flamegraph")
     rend("export", wall, "-o", os.path.join(r.cwd, "again.pyacap"))
     same(agent_cap, os.path.join(r.cwd, "again.pyacap"), "the capture written again from its folded text")
     print("cpu: %d stacks, folded %d bytes, capture %d bytes; wall: capture %d bytes, %d stacks"

@@ -211,6 +211,9 @@ capture)
         cmp -s "$T/a.folded.$x" "$T/a.pyacap.$x" || fail "$x from the capture differs"
     done
     diff -r "$T/a.folded.heat" "$T/a.pyacap.heat" >/dev/null || fail "heatmap from the capture differs"
+    "$RENDER" diff "$T/g.folded" "$T/a.folded" --title t -o "$T/d1.html" || fail "diff of folded files"
+    "$RENDER" diff "$T/g.folded" "$T/a.pyacap" --title t -o "$T/d2.html" || fail "diff against a capture"
+    cmp -s "$T/d1.html" "$T/d2.html" || fail "diff against the capture differs"
     # Several captures merge like their folded files do.
     "$RENDER" export "$T/t.folded" -o "$T/t.pyacap" || fail "export t"
     "$RENDER" export "$T/g.folded" "$T/t.pyacap" -o "$T/m.folded" || fail "merge a capture"
