@@ -105,18 +105,26 @@ def _bind():
     return intern, error
 
 
+_names_checked = set()
+
+
 def _check(name, value):
-    if not isinstance(name, str):
+    if name in _names_checked:
+        pass
+    elif not isinstance(name, str):
         raise TypeError("pyagent.labels: label names are str, not %s" % type(name).__name__)
     if len(name) > MAX_NAME or not _NAME.match(name):
         raise ValueError(
             "pyagent.labels: label name %r: 1 to %d letters, digits, '_' or '.', not first a digit"
             % (name[:80], MAX_NAME)
         )
-    if name.startswith("__") or name in _RESERVED:
+    elif name.startswith("__") or name in _RESERVED:
         raise ValueError("pyagent.labels: label name %r is reserved" % name)
-    if value is None:
-        return
+    else:
+        _names_checked.add(name)
+    if value is None or (type(value) is str and 0 < len(value) <= MAX_VALUE and value.isascii()
+                         and value.isprintable()):
+        return  # the common case: printable ASCII, one byte a character
     if not isinstance(value, str):
         raise TypeError(
             "pyagent.labels: label %r: values are str (or None to remove it), not %s"
@@ -165,6 +173,25 @@ def _value(pairs):
         return value
 
 
+_merged = {}  # (outer value, labels added) -> value: a `with` that was entered before
+
+
+def _merge(cur, add):
+    merged = dict(_pairs_of.get(cur, ()))
+    for name, value in add:
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    if len(merged) > MAX_LABELS:
+        raise ValueError("pyagent.labels: more than %d labels with the outer ones" % MAX_LABELS)
+    value = _value(tuple(sorted(merged.items())))
+    if len(_merged) >= 65536:  # values of one request each (ids) would grow it forever
+        _merged.clear()
+    _merged[(cur, add)] = value
+    return value
+
+
 class labels:
     """A context manager and decorator that labels the samples taken inside it.
 
@@ -175,26 +202,23 @@ class labels:
     __slots__ = ("_add", "_tokens", "__weakref__")
 
     def __init__(self, mapping=None, **kwargs):
-        add = dict(mapping or {})
-        add.update(kwargs)
-        for name, value in add.items():
+        if mapping:
+            mapping = dict(mapping)
+            mapping.update(kwargs)
+            kwargs = mapping
+        for name, value in kwargs.items():
             _check(name, value)
-        if len(add) > MAX_LABELS:
+        if len(kwargs) > MAX_LABELS:
             raise ValueError("pyagent.labels: more than %d labels" % MAX_LABELS)
-        self._add = tuple(sorted(add.items()))
+        self._add = tuple(sorted(kwargs.items()))
         self._tokens = []
 
     def __enter__(self):
         cur = _var.get()
-        merged = dict(_pairs_of.get(cur, ()))
-        for name, value in self._add:
-            if value is None:
-                merged.pop(name, None)
-            else:
-                merged[name] = value
-        if len(merged) > MAX_LABELS:
-            raise ValueError("pyagent.labels: more than %d labels with the outer ones" % MAX_LABELS)
-        self._tokens.append(_var.set(_value(tuple(sorted(merged.items())))))
+        value = _merged.get((cur, self._add))
+        if value is None:
+            value = _merge(cur, self._add)
+        self._tokens.append(_var.set(value))
         return self
 
     def __exit__(self, *exc):
