@@ -152,6 +152,13 @@ int pa_labels_bind(const struct pa_python *py, uintptr_t v, int64_t hash, uintpt
                        "Python %s: the thread state's context is not known; labels are "
                        "ignored",
                        py->version);
+    /* The first module to bind keeps it: a second pyagent module (a sub-interpreter's
+     * import, an importlib.reload) has a variable of its own, which would hide the first's
+     * labels from every thread. It runs as if no agent were there. */
+    uintptr_t bound = atomic_load_explicit(&var, memory_order_acquire);
+    if (bound && bound != v)
+        return pa_fail(err, "labels are read from another pyagent module's variable (a "
+                            "sub-interpreter's, or a module loaded again); this one is ignored");
     uintptr_t ctx = (uintptr_t)pa_py_sym("PyContext_Type");
     if (!v || !hamt || !bitmap || !array || !ctx)
         return pa_fail(err, "labels: a type of contextvars was not found; labels are ignored");

@@ -30,7 +30,8 @@ int pa_labels_intern(const char *pairs, size_t len, pa_error *err);
 /* Normal context (the module's import, GIL held): which ContextVar holds the label set (its
  * address and hash(var)), and the types of a HAMT and of its bitmap and array nodes (found by
  * the module through gc.get_referents: CPython exports them only up to 3.10). 0, or -1 with a
- * message when the interpreter's layout has no context to read (labels are then ignored). */
+ * message when the interpreter's layout has no context to read, or another variable was bound
+ * before (the first module keeps it; labels are then ignored for the caller). */
 int pa_labels_bind(const struct pa_python *py, uintptr_t var, int64_t var_hash, uintptr_t hamt_type,
                    uintptr_t bitmap_type, uintptr_t array_type, pa_error *err);
 

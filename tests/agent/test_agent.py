@@ -1310,7 +1310,7 @@ def labels_of(frames):
     return frames[1][len("labels:"):] if len(frames) > 1 and frames[1].startswith("labels:") else ""
 
 
-def check_labels(ctx, mode, cpu):
+def check_labels(ctx, mode, cpu, env=None, shares=True):
     """Runs labels.py MODE at 1 kHz with pyagent.py from beside the library. Every sample of a
     labelled region's own function carries exactly that region's labels (the stack is the
     truth the labels must agree with), and each label set's share of those samples is within
@@ -1318,7 +1318,7 @@ def check_labels(ctx, mode, cpu):
     measured in it."""
     rate = 1000
     r = ctx.run(["labels.py", "truth.json", mode, str(cpu)],
-                env={"PYAGENT_RATE": str(rate), "PYTHONPATH": os.path.dirname(ctx.lib)})
+                env=dict({"PYAGENT_RATE": str(rate), "PYTHONPATH": os.path.dirname(ctx.lib)}, **(env or {})))
     check(r.rc == 0, "labels.py %s failed: %s" % (mode, r.err[-2000:]))
     truth = json.load(open(os.path.join(r.cwd, "truth.json")))
     want_of = {fn: text for text, (fn, _) in truth.items()}
@@ -1333,6 +1333,10 @@ def check_labels(ctx, mode, cpu):
             wrong.append("%s: labels %r, want %r (%d)" % (fns[-1], text, want_of[fns[-1]], c))
         got[text] = got.get(text, 0) + c
     check(not wrong, "samples with the wrong labels: %s" % "; ".join(wrong[:10]))
+    if not shares:
+        check(set(got) == set(truth), "label sets sampled %r, set %r" % (sorted(got), sorted(truth)))
+        print("label sets: %r" % got)
+        return
     n, tsum = sum(got.values()), sum(sec for _, sec in truth.values())
     check(n >= 0.8 * rate * tsum, "%d samples in the labelled functions stand for %.2f s; they used %.2f s"
           % (n, n / rate, tsum))
@@ -1363,6 +1367,15 @@ def test_labels_nesting(ctx):
     """Nested blocks add and override labels, None removes one, a value that must be quoted
     is, and the decorator labels a function and a coroutine function."""
     check_labels(ctx, "nesting", 2.0)
+
+
+def test_labels_wall_mode(ctx):
+    """PYAGENT_MODE=wall: wall mode's tick thread reads another thread's labels (its current
+    context, while it waits for a CPU) as the handler reads its own: every sample of a
+    labelled function, either way, carries its labels (two threads and the main thread).
+    Shares are wall time here, not the CPU time the program measures, so they are not
+    compared."""
+    check_labels(ctx, "threads", 1.0, env={"PYAGENT_MODE": "wall"}, shares=False)
 
 
 def test_labels_without_agent(ctx):
