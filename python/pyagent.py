@@ -108,19 +108,21 @@ def _bind():
 _names_checked = set()
 
 
-def _check(name, value):
-    if name in _names_checked:
-        pass
-    elif not isinstance(name, str):
+def _check_name(name):
+    if not isinstance(name, str):
         raise TypeError("pyagent.labels: label names are str, not %s" % type(name).__name__)
     if len(name) > MAX_NAME or not _NAME.match(name):
         raise ValueError(
             "pyagent.labels: label name %r: 1 to %d letters, digits, '_' or '.', not first a digit"
             % (name[:80], MAX_NAME)
         )
-    elif name.startswith("__") or name in _RESERVED:
+    if name.startswith("__") or name in _RESERVED:
         raise ValueError("pyagent.labels: label name %r is reserved" % name)
-    else:
+
+
+def _check(name, value):
+    if name not in _names_checked:
+        _check_name(name)
         _names_checked.add(name)
     if value is None or (type(value) is str and 0 < len(value) <= MAX_VALUE and value.isascii()
                          and value.isprintable()):
