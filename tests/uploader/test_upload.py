@@ -259,10 +259,23 @@ def test_labels_at_the_collector(ctx):
     decorators) reach the collector as series labels: a query naming a set's labels returns
     exactly the samples of the local file whose labels include them, and no labels frame is
     left in the stacks; the whole application still holds every sample."""
+    check_labels_at_the_collector(ctx, "pprof")
+
+
+def test_labels_in_folded_uploads(ctx):
+    """The same with PYAGENT_UPLOAD_FORMAT=folded (/ingest only; the other protocols send
+    pprof): each label set's samples are an upload of their own named with its labels ('.'
+    in a name sent as '_', as for tags), the set whose value holds a comma without that label
+    (an /ingest name cannot carry it)."""
+    check_labels_at_the_collector(ctx, "folded")
+
+
+def check_labels_at_the_collector(ctx, fmt):
+    folded = fmt == "folded" and ctx.protocol == "ingest"
     cwd = ctx.workdir()
     col = Collector(ctx.collector_exe, cwd, free_port()).start()
     try:
-        env = ctx.agent("http://127.0.0.1:%d" % col.port, "labelled",
+        env = ctx.agent("http://127.0.0.1:%d" % col.port, "labelled", fmt=fmt,
                         extra={"PYTHONPATH": os.path.dirname(ctx.lib)})
         rc, out, err = finish(ctx.start(["labels.py", "truth.json", "nesting", "1"], env, cwd))
         check(rc == 0, "labels.py failed: %s" % err[-2000:])
@@ -271,12 +284,16 @@ def test_labels_at_the_collector(ctx):
         plain = {}
         for stack, c in local.items():
             frames = stack.split(";")
-            text = frames[1][len("labels:"):] if len(frames) > 1 and frames[1].startswith("labels:") else ""
+            labelled = len(frames) > 1 and frames[1].startswith("labels:")
+            text = frames[1][len("labels:"):] if labelled else ""
+            if folded and text:  # what an /ingest name can carry of them
+                text = ",".join("%s=%s" % (k.replace(".", "_"), v) for k, v in sorted(label_text_pairs(text).items())
+                                if not any(ch in v for ch in ',={}"'))
             sets.setdefault(text, 0)
             sets[text] += c
-            rest = ";".join(frames[:1] + frames[2:]) if text else stack
+            rest = ";".join(frames[:1] + frames[2:]) if labelled else stack
             plain[rest] = plain.get(rest, 0) + c
-        check(len([t for t in sets if t]) >= 6, "label sets in the local file: %r" % sorted(sets))
+        check(len([t for t in sets if t]) >= (5 if folded else 6), "label sets in the local file: %r" % sorted(sets))
         report = []
         for text in sorted(t for t in sets if t):
             want_pairs = label_text_pairs(text)
