@@ -23,6 +23,7 @@ enum pa_synthetic {
     PA_SYN_SHUTDOWN = 8,  /* <shutdown>: finalizing, or finalized before our exit flush */
     PA_SYN_INTERP = 9,    /* interp:ID, the root of a sub-interpreter's sample; line = ID */
     PA_SYN_GC = 10,       /* <GC>: the leaf while this thread runs the cyclic collector */
+    PA_SYN_LABELS = 11,   /* labels:TEXT, the root of a labelled sample; line = label set id */
     PA_SYN_FIRST_CODE = 16,
 };
 
@@ -37,8 +38,9 @@ uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code);
 /* Normal context: names of a frame id (valid ids only); strings live as long as the process. */
 const char *pa_code_qualname(uint32_t id);
 const char *pa_code_filename(uint32_t id);
-/* Normal context: the name of a synthetic id (below PA_SYN_FIRST_CODE, PA_SYN_INTERP aside:
- * its frame is interp:ID), "<unknown>" for one that has none. */
+/* Normal context: the name of a synthetic id (below PA_SYN_FIRST_CODE, PA_SYN_INTERP and
+ * PA_SYN_LABELS aside: their frames are interp:ID and labels:TEXT), "<unknown>" for one that
+ * has none. */
 const char *pa_code_synthetic_name(uint32_t id);
 
 /* Signal-safe: the line executed at the given instruction offset (in bytes from the start of

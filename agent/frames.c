@@ -24,8 +24,9 @@
 #include <stdatomic.h>
 
 #include "codecache.h"
-#include "native.h"
 #include "guard.h"
+#include "labels.h"
+#include "native.h"
 
 #ifdef PYAGENT_FAULT_INJECTION
 unsigned pa_walk_inject_every;
@@ -322,6 +323,17 @@ static int add_interp(struct pa_frame *out, int depth, int64_t id) {
     return depth + 1;
 }
 
+/* Ends a labelled sample with its PA_SYN_LABELS root (outside any interp:ID); walk() kept the
+ * slot. */
+static int add_labels(struct pa_frame *out, int depth, uint32_t labels) {
+    if (!labels || depth == 0)
+        return depth;
+    out[depth].id = PA_SYN_LABELS;
+    out[depth].line = (int32_t)labels;
+    out[depth].instr = 0;
+    return depth + 1;
+}
+
 /* The walk of this thread (other == NULL: state from the signal's context uc) or of another
  * one, stopped (its state from what it waits in). */
 static int walk(const struct pa_python *py, struct pa_frame *out, int max,
@@ -335,18 +347,21 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     sigjmp_buf env;
     pa_guard_env = &env;
     volatile int64_t interp_id = 0;
+    volatile uint32_t labels = 0;
     if (sigsetjmp(env, 0)) {
         /* A read faulted: the frame being read (or the chain beyond it) is gone. */
         counts->unreadable++;
         out[depth].id = PA_SYN_UNKNOWN;
         out[depth].line = 0;
         out[depth].instr = 0;
-        return add_interp(out, depth + 1, interp_id);
+        return add_labels(out, add_interp(out, depth + 1, interp_id), labels);
     }
     uintptr_t ts = other ? tstate_by_thread_id(py, other->pthread) : find_tstate(py);
-    /* A sub-interpreter's sample keeps one slot for its PA_SYN_INTERP root. */
+    /* A sub-interpreter's sample keeps one slot for its PA_SYN_INTERP root, a labelled one
+     * one for its PA_SYN_LABELS root (pyagent.labels: the thread's current context says). */
     interp_id = ts ? interp_id_of(py, ts) : 0;
-    const int room = interp_id > 0 && max > 1 ? max - 1 : max;
+    labels = ts && max > 2 ? pa_labels_of(py, ts) : 0;
+    const int room = max - (interp_id > 0 && max > 1) - (labels != 0);
     if (mode != PA_WALK_CPU) {
         if (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts))) {
             pa_guard_env = 0;
@@ -446,7 +461,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         out[depth].instr = 0;
         depth++;
     }
-    return add_interp(out, depth, interp_id);
+    return add_labels(out, add_interp(out, depth, interp_id), labels);
 }
 
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,

@@ -109,7 +109,7 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
      * stands where the published thread-state offsets agree with the table's, else the
      * exception share is not measured (a build whose thread state differs). */
     if (d[l->dbg.ts_frame] != l->ts_frame || d[l->dbg.ts_status] != l->ts_status)
-        l->ts_exc_info = 0;
+        l->ts_exc_info = l->ts_context = 0; /* likewise PyThreadState.context (labels) */
 #define TAKE(field) l->field = (unsigned)d[l->dbg.field]
     TAKE(rt_finalizing);
     TAKE(rt_interpreters_head);

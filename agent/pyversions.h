@@ -47,6 +47,9 @@ struct pa_layout {
     /* The exception being handled: PyThreadState.exc_info (a _PyErr_StackItem *), and in an
      * item its exception (exc_type up to 3.10, exc_value from 3.11) and previous_item. */
     unsigned ts_exc_info, ei_value, ei_previous;
+    /* Labels (agent/labels.c): PyThreadState.context (the current PyContext, or NULL),
+     * PyContext.ctx_vars (its HAMT of variables) and PyHamtObject.h_root. 0: not read. */
+    unsigned ts_context, ctx_vars, hamt_root;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,

@@ -304,6 +304,96 @@ static int decode_folded(pa_profile *p, uint8_t *data, size_t len, bool strict, 
     return 0;
 }
 
+/* The canonical labels of a label set's series: the upload's, and the set's (the set's win,
+ * as a sample's labels are the more specific), by Pyroscope's rules: names [A-Za-z0-9_.] not
+ * first a digit, those starting "__" dropped, service_name refused, at most
+ * PA_COLL_MAX_LABELS in all. */
+static int part_labels(const struct pa_coll_series *series, const char *text, size_t len,
+                       int status, char **out, pa_error *err) {
+    struct pa_coll_series s = *series; /* the upload's pairs, pointing into its buffer */
+    char *copy = malloc(len + 1), *at = copy, *k, *v;
+    if (!copy)
+        return fail(500, err, "out of memory");
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    int r, rc = 0;
+    while (rc == 0 && (r = pa_series_split(&at, &k, &v)) == 1) {
+        bool ok = *k && !(*k >= '0' && *k <= '9') && strlen(k) <= PA_COLL_MAX_KEY_LEN &&
+                  strlen(v) <= PA_COLL_MAX_VALUE_LEN;
+        for (const char *c = k; ok && *c; c++)
+            ok = pa_series_label_char(*c);
+        if (!ok) {
+            rc = fail(status, err, "sample labels: label '%.64s' is not a valid label", k);
+            break;
+        }
+        if (strncmp(k, "__", 2) == 0 || !*v)
+            continue;
+        if (strcmp(k, "service_name") == 0) {
+            rc = fail(status, err, "sample labels: service_name is the upload's, not a sample's");
+            break;
+        }
+        size_t i = 0;
+        while (i < s.nlabels && strcmp(s.labels[i].key, k) < 0)
+            i++;
+        if (i < s.nlabels && strcmp(s.labels[i].key, k) == 0) {
+            s.labels[i].value = v;
+            continue;
+        }
+        if (s.nlabels == PA_COLL_MAX_LABELS) {
+            rc = fail(status, err, "sample labels: more than %d labels with the upload's",
+                      PA_COLL_MAX_LABELS);
+            break;
+        }
+        memmove(&s.labels[i + 1], &s.labels[i], (s.nlabels - i) * sizeof s.labels[0]);
+        s.labels[i] = (struct pa_coll_label){k, v};
+        s.nlabels++;
+    }
+    if (rc == 0 && r < 0)
+        rc = fail(status, err, "sample labels: '%.64s' is not a label text", text);
+    if (rc == 0 && (*out = pa_coll_series_labels(&s)) == NULL)
+        rc = fail(500, err, "out of memory");
+    free(copy);
+    return rc;
+}
+
+/* Labelled samples (a labels:TEXT frame: pprof's sample labels, or pyagent's folded frame)
+ * are series of their own, as Grafana Pyroscope files pprof sample labels: each label set's
+ * samples go to res->parts, and *pp keeps the unlabelled ones. */
+static int split_labels(pa_profile **pp, struct pa_coll_ingest_result *res, int status,
+                        pa_error *err) {
+    uint32_t *sets;
+    size_t n = pa_profile_label_sets(*pp, &sets);
+    if (n == 0)
+        return 0;
+    int rc = 0;
+    res->parts = calloc(n, sizeof *res->parts);
+    if (!res->parts)
+        rc = fail(500, err, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        struct pa_coll_ingest_part *part = &res->parts[res->nparts++];
+        size_t len;
+        const char *text = pa_profile_frame(*pp, sets[i], &len);
+        rc = part_labels(&res->series, text + PA_LABELS_PREFIX_LEN, len - PA_LABELS_PREFIX_LEN,
+                         status, &part->labels, err);
+        if (rc)
+            break;
+        pa_profile *q = pa_profile_labelled(*pp, sets[i]);
+        part->samples = pa_profile_total(q);
+        part->stacks = pa_profile_stack_count(q);
+        if (pa_coll_profile_blob(q, &part->blob, &part->blob_len) != 0)
+            rc = fail(500, err, "cannot encode the profile");
+        pa_profile_free(q);
+    }
+    if (rc == 0) {
+        pa_profile *rest = pa_profile_labelled(*pp, UINT32_MAX);
+        res->stacks = pa_profile_stack_count(rest);
+        pa_profile_free(*pp);
+        *pp = rest;
+    }
+    free(sets);
+    return rc;
+}
+
 int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
                           struct pa_coll_ingest_result *res, pa_error *err) {
     memset(res, 0, sizeof *res);
@@ -376,6 +466,8 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
         !pa_coll_valid_app(res->typed_app))
         rc = fail(400, err, "name: the application name is longer than %d bytes",
                   PA_COLL_MAX_APP_LEN);
+    if (rc == 0)
+        rc = split_labels(&p, res, pprof ? 422 : 400, err);
     if (rc == 0) {
         res->samples = pa_profile_total(p);
         /* Stored as pprof, gzip'd: each frame string once and stacks as location ids, so
@@ -417,6 +509,11 @@ int pa_coll_profile_blob(const pa_profile *p, uint8_t **out, size_t *len) {
 }
 
 void pa_coll_ingest_result_free(struct pa_coll_ingest_result *res) {
+    for (size_t i = 0; i < res->nparts; i++) {
+        free(res->parts[i].labels);
+        free(res->parts[i].blob);
+    }
+    free(res->parts);
     pa_coll_series_free(&res->series);
     free(res->labels);
     free(res->blob);

@@ -35,14 +35,25 @@ struct pa_coll_ingest_request {
     struct pa_coll_ingest_rules rules;
 };
 
+/* The samples of one label set (pprof sample labels, or pyagent's labels:TEXT frames): a
+ * series of its own, the upload's labels and theirs. */
+struct pa_coll_ingest_part {
+    char *labels; /* canonical */
+    uint64_t samples, stacks;
+    uint8_t *blob;
+    size_t blob_len;
+};
+
 struct pa_coll_ingest_result {
     struct pa_coll_series series;
     char *labels; /* canonical */
     int64_t from, until, sample_rate;
-    uint64_t samples, stacks, dropped_lines;
-    uint8_t *blob; /* the profile as gzip-compressed pprof */
+    uint64_t samples, stacks, dropped_lines; /* samples and stacks: the unlabelled ones */
+    uint8_t *blob;                           /* the unlabelled samples as gzip-compressed pprof */
     size_t blob_len;
     char *typed_app; /* "APP.MODE" for a pprof upload named "APP" (NULL: series.app as is) */
+    struct pa_coll_ingest_part *parts; /* the labelled samples, per label set */
+    size_t nparts;
 };
 
 /* 0, or an HTTP status (400, 413, 415, 422, 503) with err. The result must be freed either way. */

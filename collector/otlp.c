@@ -80,6 +80,36 @@ static const char *sample_service(const Opentelemetry__Proto__Profiles__V1develo
     return NULL;
 }
 
+/* A sample's other string attributes (not service.name or thread.name, which the stack's
+ * thread root already says) are its labels: the labels:TEXT frame (profile.h), interned in
+ * p, which the ingest files as labels of a series of its own; UINT32_MAX when it has none. */
+static uint32_t sample_labels(pa_profile *p,
+                              const Opentelemetry__Proto__Profiles__V1development__Sample *s,
+                              const Dictionary *d) {
+    pa_label_pair pairs[PA_COLL_MAX_LABELS];
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_attribute_indices && n < PA_COLL_MAX_LABELS; i++) {
+        const Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit *a =
+            AT(d->attribute_table, d->n_attribute_table, s->attribute_indices[i]);
+        const char *k = a ? str_at(d, a->key_strindex) : NULL,
+                   *v = a ? any_string(a->value, d) : NULL;
+        if (!k || !v || strcmp(k, "service.name") == 0 || strcmp(k, "thread.name") == 0)
+            continue;
+        size_t j = 0;
+        while (j < n && strcmp(pairs[j].name, k) != 0)
+            j++;
+        pairs[j] = (pa_label_pair){k, v}; /* a name given twice: the last */
+        n += j == n;
+    }
+    pa_buf text = {0};
+    pa_buf_puts(&text, PA_LABELS_PREFIX);
+    uint32_t frame = n && pa_series_labels_text(&text, pairs, n)
+                         ? pa_profile_intern(p, text.data, text.len)
+                         : UINT32_MAX;
+    pa_buf_free(&text);
+    return frame;
+}
+
 /* The frames of a location, leaf first, appended to frames (interned in p). */
 static int location_frames(pa_profile *p, const Dictionary *d, int32_t li, uint32_t **frames,
                            size_t *n, size_t *cap, pa_error *err) {
@@ -219,6 +249,24 @@ static int add_profile(struct pa_coll_batch *b, const Profile *pr, const Diction
                 uint32_t t = frames[a];
                 frames[a] = frames[z];
                 frames[z] = t;
+            }
+            uint32_t labels = sample_labels(p, s, d);
+            if (labels != UINT32_MAX) { /* under the thread root, as the agent's folded has it */
+                size_t len, at = 0;
+                const char *root = pa_profile_frame(p, frames[0], &len);
+                if (len >= 7 && memcmp(root, "thread:", 7) == 0)
+                    at = 1;
+                if (n == cap) {
+                    uint32_t *more = realloc(frames, (cap = 2 * cap) * sizeof *frames);
+                    if (!more) {
+                        rc = fail(err, 503, "out of memory; retry later");
+                        break;
+                    }
+                    frames = more;
+                }
+                memmove(frames + at + 1, frames + at, (n - at) * sizeof *frames);
+                frames[at] = labels;
+                n++;
             }
             pa_profile_add_stack_ids(p, frames, n, (uint64_t)v);
         }

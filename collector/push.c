@@ -186,11 +186,8 @@ int pa_coll_batch_add(struct pa_coll_batch *b, const char *name, const char *spy
 
 int pa_coll_batch_finish(struct pa_coll_store *st, struct pa_coll_batch *b, int status,
                          pa_error *err) {
-    for (size_t i = 0; status == 0 && i < b->n; i++) {
-        struct pa_coll_upload u = pa_coll_upload_of(&b->v[i], b->spy[i]);
-        u.id = b->id[i];
-        status = pa_coll_store_insert(st, &u, err);
-    }
+    for (size_t i = 0; status == 0 && i < b->n; i++)
+        status = pa_coll_store_ingested(st, &b->v[i], b->spy[i], b->id[i], err);
     for (size_t i = 0; i < b->n; i++) {
         pa_coll_ingest_result_free(&b->v[i]);
         free(b->spy[i]);

@@ -392,13 +392,12 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
     };
     struct pa_coll_ingest_result res;
     status = pa_coll_ingest_decode(&in, &res, &err);
-    if (status == 0) {
-        struct pa_coll_upload u = pa_coll_upload_of(&res, in.spy_name);
-        /* Not one of Pyroscope's parameters (its /ingest ignores those it does not know): our
-         * agent's id of the upload, spooled with it, so that a resend is stored once. */
-        u.id = get_arg(c, "pyagentUploadId");
-        status = pa_coll_store_insert(srv->cfg.store, &u, &err);
-    }
+    /* pyagentUploadId is not one of Pyroscope's parameters (its /ingest ignores those it does
+     * not know): our agent's id of the upload, spooled with it, so that a resend is stored
+     * once. */
+    if (status == 0)
+        status = pa_coll_store_ingested(srv->cfg.store, &res, in.spy_name,
+                                        get_arg(c, "pyagentUploadId"), &err);
     uint64_t dropped = res.dropped_lines;
     pa_coll_ingest_result_free(&res);
     free(rq->body);

@@ -933,3 +933,24 @@ int pa_coll_store_timeline(struct pa_coll_store *st, const struct pa_coll_series
     reader_put(st, db);
     return status;
 }
+
+int pa_coll_store_ingested(struct pa_coll_store *st, const struct pa_coll_ingest_result *res,
+                           const char *spy_name, const char *id, pa_error *err) {
+    struct pa_coll_upload u = pa_coll_upload_of(res, spy_name);
+    u.id = id;
+    int status = res->samples || !res->nparts ? pa_coll_store_insert(st, &u, err) : 0;
+    for (size_t i = 0; status == 0 && i < res->nparts; i++) {
+        const struct pa_coll_ingest_part *part = &res->parts[i];
+        char part_id[176] = "";
+        if (id && *id)
+            snprintf(part_id, sizeof part_id, "%.140s#%zu", id, i + 1);
+        u.labels = part->labels;
+        u.samples = part->samples;
+        u.stacks = part->stacks;
+        u.profile = part->blob;
+        u.profile_len = part->blob_len;
+        u.id = part_id;
+        status = pa_coll_store_insert(st, &u, err);
+    }
+    return status;
+}

@@ -44,6 +44,12 @@ int pa_coll_store_open(struct pa_coll_store **out, const char *path,
 /* Stops the writer after the uploads already queued are committed, then closes. */
 void pa_coll_store_close(struct pa_coll_store *st);
 
+struct pa_coll_ingest_result;
+/* Stores a decoded upload: its unlabelled samples (unless there are none but labelled ones)
+ * and each label set's as a series of its own, under id (NULL or "": none) and, for the
+ * label sets, id#N, so that a resend stores none of them twice. 0, or 503 with err. */
+int pa_coll_store_ingested(struct pa_coll_store *st, const struct pa_coll_ingest_result *res,
+                           const char *spy_name, const char *id, pa_error *err);
 /* Queues the upload and waits for its COMMIT. 0, or 503 with err (e.g. disk full). An upload
  * whose non-empty id was stored before (and not yet removed by retention) is not stored
  * again, and still answers 0: delivery is exactly-once for a client that resends with the

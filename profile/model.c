@@ -565,7 +565,23 @@ void pa_profile_merge(pa_profile *dst, const pa_profile *src) {
     pa_profile_merge_stacks(dst, src, 0, src->nstacks);
 }
 
-void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n) {
+int pa_profile_labels_frame(const pa_profile *p, const uint32_t *ids, size_t n) {
+    for (size_t i = 0; i < n && i < 2; i++) {
+        size_t len;
+        const char *s = pa_profile_frame(p, ids[i], &len);
+        if (len >= PA_LABELS_PREFIX_LEN && memcmp(s, PA_LABELS_PREFIX, PA_LABELS_PREFIX_LEN) == 0)
+            return (int)i;
+        if (i == 0 && !(len >= 7 && memcmp(s, "thread:", 7) == 0))
+            return -1; /* only a thread root may stand above it */
+    }
+    return -1;
+}
+
+/* Adds stacks [first, first + n) of src into dst, with their time and src's metadata. With
+ * labels set, only those whose labels frame (pa_profile_labels_frame) is *labels, or that
+ * have none when it is UINT32_MAX, and without that frame. */
+static void copy_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n,
+                        const uint32_t *labels) {
     /* Frames are interned on first use: a part of a profile holds only its own frames. */
     uint32_t *map = pa_xrealloc(NULL, (src->nframes + 1) * sizeof *map);
     for (size_t id = 0; id < src->nframes; id++)
@@ -577,25 +593,70 @@ void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t firs
         smap[s] = SIZE_MAX;
     for (size_t s = first; s < src->nstacks && s - first < n; s++) {
         const struct stack *st = &src->stacks[s];
+        const uint32_t *frames = &src->pool[st->off];
+        int skip = -1;
+        if (labels) {
+            skip = pa_profile_labels_frame(src, frames, st->depth);
+            if (skip < 0 ? *labels != UINT32_MAX : frames[skip] != *labels)
+                continue;
+        }
         if (st->depth > cap) {
             cap = st->depth * 2;
             ids = pa_xrealloc(ids, cap * sizeof *ids);
         }
+        size_t depth = 0;
         for (uint32_t k = 0; k < st->depth; k++) {
-            uint32_t id = src->pool[st->off + k];
+            uint32_t id = frames[k];
+            if ((int)k == skip)
+                continue;
             if (map[id] == UINT32_MAX)
                 map[id] = pa_profile_intern(dst, src->arena.data + src->frame_off[id],
                                             src->frame_len[id]);
-            ids[k] = map[id];
+            ids[depth++] = map[id];
         }
-        smap[s] = pa_profile_add_stack_ids(dst, ids, st->depth, st->count);
+        smap[s] = pa_profile_add_stack_ids(dst, ids, depth, st->count);
     }
     merge_time(dst, src, smap);
+    /* A labelled part leaves the counters to the unlabelled one: merged again, the parts
+     * would count them once each. */
+    int part = labels && *labels != UINT32_MAX;
     for (size_t i = 0; i < src->nmeta; i++)
-        pa_profile_combine_meta(dst, src->meta[i].key, src->meta[i].value);
+        if (!part || !is_counter_key(src->meta[i].key))
+            pa_profile_combine_meta(dst, src->meta[i].key, src->meta[i].value);
     free(smap);
     free(ids);
     free(map);
+}
+
+void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n) {
+    copy_stacks(dst, src, first, n, NULL);
+}
+
+size_t pa_profile_label_sets(const pa_profile *p, uint32_t **frames) {
+    size_t n = 0, cap = 0;
+    *frames = NULL;
+    char *seen = pa_xrealloc(NULL, p->nframes + 1);
+    memset(seen, 0, p->nframes + 1);
+    for (size_t s = 0; s < p->nstacks; s++) {
+        const uint32_t *ids = &p->pool[p->stacks[s].off];
+        int at = pa_profile_labels_frame(p, ids, p->stacks[s].depth);
+        if (at < 0 || seen[ids[at]])
+            continue;
+        seen[ids[at]] = 1;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            *frames = pa_xrealloc(*frames, cap * sizeof **frames);
+        }
+        (*frames)[n++] = ids[at];
+    }
+    free(seen);
+    return n;
+}
+
+pa_profile *pa_profile_labelled(const pa_profile *p, uint32_t frame) {
+    pa_profile *out = pa_profile_new();
+    copy_stacks(out, p, 0, p->nstacks, &frame);
+    return out;
 }
 
 static int compile(regex_t *re, const char *pattern, pa_error *err) {

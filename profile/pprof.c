@@ -46,6 +46,25 @@ static void put_value_type(pa_buf *b, unsigned field, pa_profile *strs, const ch
     pa_buf_free(&vt);
 }
 
+/* A labels:TEXT frame as the sample's string labels (Label: key 1, str 2), which Grafana
+ * Pyroscope files as the series' labels. */
+static void put_labels(pa_buf *sample, pa_profile *strs, const pa_profile *p, uint32_t frame) {
+    size_t len;
+    const char *s = pa_profile_frame(p, frame, &len);
+    char *text = pa_xrealloc(NULL, len + 1), *at = text, *key, *value;
+    memcpy(text, s, len);
+    text[len] = '\0';
+    at += PA_LABELS_PREFIX_LEN;
+    pa_buf label = {0};
+    while (pa_series_split(&at, &key, &value) == 1) {
+        put_uint(&label, 1, str_index(strs, key, strlen(key)));
+        put_uint(&label, 2, str_index(strs, value, strlen(value)));
+        put_msg(sample, 3, &label);
+    }
+    pa_buf_free(&label);
+    free(text);
+}
+
 int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     pa_buf msg = {0}, sub = {0}, line = {0};
     pa_profile *strs = pa_profile_new();   /* string table */
@@ -93,9 +112,11 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
             continue;
         size_t n;
         const uint32_t *ids = pa_profile_stack(p, s, &n, NULL);
+        int li = pa_profile_labels_frame(p, ids, n);
         pa_buf packed = {0};
         for (size_t k = n; k-- > 0;)
-            pa_put_varint(&packed, (uint64_t)ids[k] + 1);
+            if ((int)k != li) /* the labels frame becomes the sample's labels */
+                pa_put_varint(&packed, (uint64_t)ids[k] + 1);
         put_msg(&sub, 1, &packed);
         pa_put_varint(&packed, count);
         if (with_cpu)
@@ -107,6 +128,8 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
             put_uint(&packed, 4, ts_unit);
             put_msg(&sub, 3, &packed);
         }
+        if (li >= 0)
+            put_labels(&sub, strs, p, ids[li]);
         pa_buf_free(&packed);
         put_msg(&msg, 2, &sub);
     }
@@ -304,6 +327,57 @@ static int cmp_loc(const void *a, const void *b) {
         }                                                                                          \
     } while (0)
 
+/* A sample's string label, NUL-terminated copies. */
+struct spair {
+    char name[128], value[2049];
+};
+
+/* Adds (or, for a name given before, replaces) a string label; names and values longer than
+ * the copies are cut, and a name outside Pyroscope's characters is kept for the reader to
+ * refuse (the collector, ingest.c). */
+static void add_pair(struct spair **pairs, size_t *n, size_t *cap, const struct strref *name,
+                     const struct strref *value) {
+    size_t i = 0, nl = name->len < 127 ? name->len : 127;
+    while (i < *n &&
+           !(strlen((*pairs)[i].name) == nl && memcmp((*pairs)[i].name, name->s, nl) == 0))
+        i++;
+    if (i == *n) {
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 8;
+            *pairs = pa_xrealloc(*pairs, *cap * sizeof **pairs);
+        }
+        (*n)++;
+    }
+    size_t vl = value->len < 2048 ? value->len : 2048;
+    memcpy((*pairs)[i].name, name->s, nl);
+    (*pairs)[i].name[nl] = '\0';
+    memcpy((*pairs)[i].value, value->s, vl);
+    (*pairs)[i].value[vl] = '\0';
+}
+
+/* Inserts the labels:TEXT frame of pairs into stack (root first, n frames, room for one more):
+ * under a thread root, else at the root. Returns the stack's new length. */
+static size_t insert_labels(pa_profile *p, uint32_t *stack, size_t n, const struct spair *pairs,
+                            size_t npairs) {
+    pa_label_pair *lp = pa_xrealloc(NULL, npairs * sizeof *lp);
+    for (size_t i = 0; i < npairs; i++)
+        lp[i] = (pa_label_pair){pairs[i].name, pairs[i].value};
+    pa_buf text = {0};
+    pa_buf_puts(&text, PA_LABELS_PREFIX);
+    size_t kept = pa_series_labels_text(&text, lp, npairs);
+    free(lp);
+    size_t at = 0, len;
+    const char *root = pa_profile_frame(p, stack[0], &len);
+    if (len >= 7 && memcmp(root, "thread:", 7) == 0)
+        at = 1;
+    if (kept) {
+        memmove(stack + at + 1, stack + at, (n - at) * sizeof *stack);
+        stack[at] = pa_profile_intern(p, text.data, text.len);
+    }
+    pa_buf_free(&text);
+    return kept ? n + 1 : n;
+}
+
 int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats *stats,
                     pa_error *err) {
     pa_reader r = {data, (const unsigned char *)data + len, 0}, sub, sub2, sub3;
@@ -496,6 +570,8 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
     size_t nstack = 0, capstack = 0;
     uint64_t *locids = NULL;
     size_t nlocids = 0, caplocids = 0;
+    struct spair *pairs = NULL;
+    size_t npairs = 0, cappairs = 0;
     for (size_t s = 0; s < nsamp; s++) {
         pa_reader sr = {(const unsigned char *)samples[s].s,
                         (const unsigned char *)samples[s].s + samples[s].len, 0};
@@ -503,19 +579,25 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         int have_value = 0, timed = 0;
         int64_t t_ms = 0;
         nlocids = 0;
+        npairs = 0;
         while (next_field(&sr, &field, &wire, &v, &sub)) {
             if (field == 3 && wire == 2) {
-                /* Label {key 1, str 2, num 3, num_unit 4}: a numeric "timestamp" is when. */
-                uint64_t key = 0, num = 0, unit = 0;
+                /* Label {key 1, str 2, num 3, num_unit 4}: a numeric "timestamp" is when; string
+                 * labels make the stack's labels:TEXT frame (a name given twice: the last). */
+                uint64_t key = 0, num = 0, unit = 0, str = 0;
                 int has_num = 0;
                 while (next_field(&sub, &field, &wire, &v, &sub2)) {
                     if (field == 1 && wire == 0)
                         key = v;
+                    else if (field == 2 && wire == 0)
+                        str = v;
                     else if (field == 3 && wire == 0)
                         num = v, has_num = 1;
                     else if (field == 4 && wire == 0)
                         unit = v;
                 }
+                if (!has_num && str && key && key < nstr && str < nstr)
+                    add_pair(&pairs, &npairs, &cappairs, &strs[key], &strs[str]);
                 if (has_num && str_is(strs, nstr, key, "timestamp")) {
                     timed = 1;
                     t_ms = str_is(strs, nstr, unit, "nanoseconds") ? (int64_t)num / 1000000
@@ -546,6 +628,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
                 sr.bad = 1;
         }
         if (sr.bad) {
+            free(pairs);
             free(stack);
             free(locids);
             free(frames);
@@ -570,6 +653,10 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         }
         if (nstack == 0)
             continue;
+        if (npairs) {
+            GROW(stack, nstack, capstack);
+            nstack = insert_labels(p, stack, nstack, pairs, npairs);
+        }
         size_t index = pa_profile_add_stack_ids(p, stack, nstack, value);
         if (timed && index != SIZE_MAX) {
             /* Timestamps from a profile that does not give its buckets: 10 ms ones. */
@@ -580,6 +667,7 @@ int pa_pprof_decode(pa_profile *p, const void *data, size_t len, pa_parse_stats 
         stats->stacks++;
         stats->samples += value;
     }
+    free(pairs);
     free(stack);
     free(locids);
     free(frames);

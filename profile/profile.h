@@ -71,6 +71,19 @@ char *pa_series_unquote(char *p, char **value);
  * closing quote. */
 int pa_series_split(char **p, char **key, char **value);
 
+/* The labels:TEXT frame of a labelled sample (pyagent.labels; docs/formats.md): the root, or
+ * right under a thread:NAME root, TEXT a label text as above. */
+#define PA_LABELS_PREFIX "labels:"
+#define PA_LABELS_PREFIX_LEN 7
+/* Where a stack (ids root first) has its labels frame: 0, 1, or -1 for none. */
+int pa_profile_labels_frame(const pa_profile *p, const uint32_t *ids, size_t n);
+typedef struct pa_label_pair {
+    const char *name, *value;
+} pa_label_pair;
+/* Appends the label text of pairs (each name once; sorted by name in place; empty values left
+ * out); returns how many pairs it holds. */
+size_t pa_series_labels_text(pa_buf *out, pa_label_pair *pairs, size_t n);
+
 /* ---- building ---- */
 
 pa_profile *pa_profile_new(void);
@@ -138,6 +151,14 @@ void pa_profile_merge(pa_profile *dst, const pa_profile *src);
 /* The same for stacks [first, first + n) of src only (and only the frames they use): splits a
  * profile into parts, e.g. to stay within a server's per-profile limits. */
 void pa_profile_merge_stacks(pa_profile *dst, const pa_profile *src, size_t first, size_t n);
+
+/* Labelled samples (pa_profile_labels_frame): the distinct labels frames of p's stacks (*frames
+ * malloc'ed, frame ids of p; returns how many), and a new profile of the stacks whose labels
+ * frame is `frame` (UINT32_MAX: the stacks without one), without that frame, with their time
+ * and p's metadata (a labelled part without the counters, samples, dropped, ..., which stay
+ * with the unlabelled one). */
+size_t pa_profile_label_sets(const pa_profile *p, uint32_t **frames);
+pa_profile *pa_profile_labelled(const pa_profile *p, uint32_t frame);
 
 /* Keeps stacks in which some frame matches include (POSIX extended regex; NULL = all) and no
  * frame matches exclude (NULL = none). Returns a new profile or NULL with err set for a bad

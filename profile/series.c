@@ -5,6 +5,7 @@
  * is written bare when it reads back so, else double-quoted with \" \\ \n \r \t escapes, so a
  * label text always splits again into the same pairs and one set of labels has one text. */
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "profile.h"
@@ -111,4 +112,22 @@ int pa_series_split(char **pp, char **key, char **value) {
         *p++ = '\0';
     *pp = p;
     return 1;
+}
+
+/* ---- the labels:TEXT frame (docs/formats.md) --------------------------------------------- */
+
+static int cmp_pair(const void *a, const void *b) {
+    return strcmp(((const pa_label_pair *)a)->name, ((const pa_label_pair *)b)->name);
+}
+
+size_t pa_series_labels_text(pa_buf *out, pa_label_pair *pairs, size_t n) {
+    qsort(pairs, n, sizeof *pairs, cmp_pair);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!pairs[i].value[0])
+            continue;
+        pa_buf_printf(out, "%s%s=", kept++ ? "," : "", pairs[i].name);
+        pa_series_put_value(out, pairs[i].value);
+    }
+    return kept;
 }

@@ -99,6 +99,8 @@ static void put_thread(struct answer *a, const struct pa_thread_info *t, struct 
         uint32_t id = frames[i].id;
         if (id == PA_SYN_INTERP)
             put(a, "frame 0\tinterp:%d\t\n", frames[i].line);
+        else if (id == PA_SYN_LABELS)
+            continue; /* the request's labels are the profile's business, not a stack's */
         else if (id < PA_SYN_FIRST_CODE)
             put(a, "frame 0\t%s\t\n", pa_code_synthetic_name(id));
         else

@@ -29,6 +29,7 @@
 #include "../agent/chain.h"
 #include "../agent/frames.h"
 #include "../agent/guard.h"
+#include "../agent/labels.h"
 #include "../agent/native.h"
 #include "../agent/pyversions.h"
 #include "../agent/sampler.h"
@@ -584,4 +585,31 @@ PA_EXPORT void _Exit(int status) {
     if (!pa_handler_depth)
         final_flush();
     pa_real_exit(status); /* the C library's _Exit is its _exit */
+}
+
+/* ---- pyagent.labels (python/pyagent.py, through ctypes, with the GIL held) ----------------- */
+
+/* The last refusal's message, for the module to raise with. */
+static __thread pa_error labels_err __attribute__((tls_model("initial-exec")));
+
+/* Tells the agent which ContextVar holds the label set, and the contextvars types its lookup
+ * checks (agent/labels.h). 0, or -1 when labels cannot be read here: the agent is not
+ * sampling this process, or the interpreter's layout has no context to read. */
+PA_EXPORT int pyagent_labels_bind(uintptr_t var, int64_t hash, uintptr_t hamt_type,
+                                  uintptr_t bitmap_type, uintptr_t array_type) {
+    if (!atomic_load(&active) || getpid() != agent_pid)
+        return pa_fail(&labels_err, "the agent is not sampling this process");
+    return pa_labels_bind(&py, var, hash, hamt_type, bitmap_type, array_type, &labels_err);
+}
+
+/* Interns a label set (NUL-terminated name and value strings, alternating, names in order):
+ * its id, or -1 (pyagent_labels_error says why). */
+PA_EXPORT int pyagent_labels_intern(const char *pairs, size_t len) {
+    if (!atomic_load(&active))
+        return pa_fail(&labels_err, "the agent is not sampling this process");
+    return pa_labels_intern(pairs, len, &labels_err);
+}
+
+PA_EXPORT const char *pyagent_labels_error(void) {
+    return labels_err.msg;
 }

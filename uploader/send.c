@@ -293,6 +293,16 @@ static void add_own_label(struct labels *l, const char *k, const char *v) {
     add_label(l, k, v, strlen(v), "the agent's label");
 }
 
+/* raw (the name up to its labels) with l's labels, url-encoded, malloc'ed. */
+static char *name_of(pa_buf *raw, const struct labels *l) {
+    pa_buf_printf(raw, "{%s}", l->text.data ? l->text.data : "");
+    char *esc = curl.escape ? curl.escape(NULL, raw->data, (int)raw->len) : NULL;
+    char *out = strdup(esc ? esc : raw->data);
+    if (esc)
+        curl.free(esc);
+    return out;
+}
+
 /* The ingest name, url-encoded, malloc'ed: "APP{k=v,...}" for pprof (Pyroscope takes the
  * whole text before '{' as the service name and the profile type from the sample types),
  * "APP.MODE{k=v,...}" for folded (its folded path takes the type from the suffix). */
@@ -337,14 +347,45 @@ static char *build_name(void) {
         pa_buf_puts(&raw, cfg->mode == PA_MODE_WALL  ? ".wall"
                           : cfg->mode == PA_MODE_GIL ? ".gil"
                                                      : ".cpu");
-    pa_buf_printf(&raw, "{%s}", l->text.data ? l->text.data : "");
     free_labels(series);
     series = l;
-    char *esc = curl.escape ? curl.escape(NULL, raw.data, (int)raw.len) : NULL;
-    char *out = strdup(esc ? esc : raw.data);
-    if (esc)
-        curl.free(esc);
+    char *out = name_of(&raw, l);
     pa_buf_free(&raw);
+    return out;
+}
+
+/* The folded /ingest name of a label set's samples (pyagent.labels): the series' labels and
+ * the set's (the set's win), each set label checked as the agent's own labels are (a '.' in
+ * its name sent as '_', as for PYAGENT_TAGS; one whose value holds , = { } " dropped:
+ * Pyroscope's /ingest names cannot carry it); malloc'ed, url-encoded. */
+static char *name_with_labels(const char *text) {
+    struct labels *l = calloc(1, sizeof *l);
+    char *copy = strdup(text), *at = copy, *k, *v;
+    if (!l || !copy) {
+        free(l);
+        free(copy);
+        return NULL;
+    }
+    while (pa_series_split(&at, &k, &v) == 1) {
+        for (char *c = k; *c; c++) /* as PYAGENT_TAGS: Pyroscope's names here have no '.' */
+            if (*c == '.')
+                *c = '_';
+        if (!has_label(l, k))
+            add_own_label(l, k, v);
+    }
+    for (int i = 0; i < series->count; i++)
+        if (!has_label(l, series->names[i]))
+            add_label(l, series->names[i], series->values[i], strlen(series->values[i]),
+                      "PYAGENT_TAGS:");
+    pa_buf raw = {0};
+    pa_buf_puts(&raw, service);
+    pa_buf_puts(&raw, cfg->mode == PA_MODE_WALL  ? ".wall"
+                      : cfg->mode == PA_MODE_GIL ? ".gil"
+                                                 : ".cpu");
+    char *out = name_of(&raw, l);
+    pa_buf_free(&raw);
+    free_labels(l);
+    free(copy);
     return out;
 }
 
@@ -550,8 +591,9 @@ static size_t pprof_size_bound(const pa_profile *p) {
     return bytes;
 }
 
-static int spool_one(const pa_profile *p, time_t from, time_t until);
-static int spool_parts(const pa_profile *p, time_t from, time_t until);
+static int spool_one(const pa_profile *p, time_t from, time_t until, const char *name);
+static int spool_parts(const pa_profile *p, time_t from, time_t until, const char *name);
+static int spool_label_sets(const pa_profile *p, time_t from, time_t until);
 
 int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
     if (!cfg->server[0] || !spool_dir[0] || !name_q || pa_profile_total(p) == 0)
@@ -564,15 +606,43 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
         snprintf(start, sizeof start, "%lld", (long long)from);
         pa_profile_set_meta(q, "start", start);
     }
-    int rc = spool_parts(q ? q : p, from, until);
+    int rc = protocol == PROTO_INGEST && !cfg->upload_pprof
+                 ? spool_label_sets(q ? q : p, from, until)
+                 : spool_parts(q ? q : p, from, until, name_q);
     pa_profile_free(q);
     return rc;
 }
 
-static int spool_parts(const pa_profile *p, time_t from, time_t until) {
+/* Folded /ingest: the text has no place for a sample's labels (Pyroscope would read a
+ * labels:TEXT frame as a frame), so each label set's samples are an upload of their own,
+ * named with the set's labels (name_with_labels); the unlabelled ones keep the plain name. */
+static int spool_label_sets(const pa_profile *p, time_t from, time_t until) {
+    uint32_t *sets;
+    size_t n = pa_profile_label_sets(p, &sets);
+    if (n == 0)
+        return spool_parts(p, from, until, name_q);
+    int rc = 0;
+    for (size_t i = 0; i <= n; i++) {
+        pa_profile *part = pa_profile_labelled(p, i < n ? sets[i] : UINT32_MAX);
+        char *name = NULL;
+        if (i < n) {
+            size_t len;
+            const char *text = pa_profile_frame(p, sets[i], &len);
+            name = name_with_labels(text + PA_LABELS_PREFIX_LEN);
+        }
+        if (pa_profile_total(part) > 0) /* its rate, mode and start came with it */
+            rc |= i < n && !name ? -1 : spool_parts(part, from, until, i < n ? name : name_q);
+        free(name);
+        pa_profile_free(part);
+    }
+    free(sets);
+    return rc;
+}
+
+static int spool_parts(const pa_profile *p, time_t from, time_t until, const char *name) {
     size_t n = pa_profile_stack_count(p);
     if (n < 2 || (n <= cfg->max_profile_stacks && pprof_size_bound(p) <= MAX_PROFILE_BYTES))
-        return spool_one(p, from, until);
+        return spool_one(p, from, until, name);
     /* Split in halves (each with only its own frames) until every part fits: the same
      * samples, as several profiles of the same interval, which Pyroscope adds up. */
     static int split_logged;
@@ -591,7 +661,7 @@ static int spool_parts(const pa_profile *p, time_t from, time_t until) {
             pa_profile_meta_at(p, i, &k, &v);
             pa_profile_set_meta(part, k, v);
         }
-        rc |= spool_parts(part, from, until);
+        rc |= spool_parts(part, from, until, name);
         pa_profile_free(part);
     }
     return rc;
@@ -636,7 +706,7 @@ static int encode_message(const pa_profile *p, time_t from, time_t until, pa_buf
     return pa_wire_otlp(p, svc, ls, n, from, until, raw, body, err);
 }
 
-static int spool_one(const pa_profile *p, time_t from, time_t until) {
+static int spool_one(const pa_profile *p, time_t from, time_t until, const char *name) {
     pa_buf body = {0}, head = {0};
     pa_error err;
     if (protocol != PROTO_INGEST) {
@@ -677,7 +747,7 @@ static int spool_one(const pa_profile *p, time_t from, time_t until) {
                     "pyagent-spool 1 "
                     "name=%s&from=%lld&until=%lld&sampleRate=%s&spyName=pyagent&format=%s"
                     "&pyagentUploadId=%s\n",
-                    name_q, (long long)from, (long long)until, rate ? rate : "100",
+                    name, (long long)from, (long long)until, rate ? rate : "100",
                     cfg->upload_pprof ? "pprof" : "folded", id);
         ok = fwrite(body.data, 1, body.len, f) == body.len;
         ok = (fclose(f) == 0) && ok;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../agent/codecache.h"
+#include "../agent/labels.h"
 #include "../agent/native.h"
 #include "../agent/sampler.h"
 #include "../profile/profile.h"
@@ -164,6 +165,16 @@ static int python_runs(void) {
     return pa_py_initialized() && !pa_py_finalizing(py);
 }
 
+/* "labels:TEXT" of a label set: its label text can be longer than code_frame's buffer. */
+static uint32_t labels_frame(uint32_t id) {
+    const char *text = pa_labels_text(id);
+    pa_buf b = {0};
+    pa_buf_printf(&b, "labels:%s", text ? text : "");
+    uint32_t frame = intern_utf8(b.data, b.len);
+    pa_buf_free(&b);
+    return frame;
+}
+
 static uint32_t code_frame(const struct pa_frame *f) {
     char buf[1400];
     int n;
@@ -173,6 +184,8 @@ static uint32_t code_frame(const struct pa_frame *f) {
     }
     if (f->id == PA_SYN_INTERP)
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
+    else if (f->id == PA_SYN_LABELS)
+        return labels_frame((uint32_t)f->line);
     else if (f->id < PA_SYN_FIRST_CODE)
         n = snprintf(buf, sizeof buf, "%s", pa_code_synthetic_name(f->id));
     else if (f->line > 0)
@@ -290,8 +303,15 @@ void pa_uploader_drain(int final) {
             d = 512;
         size_t n = 0;
         ids[n++] = thread_frame(s->thread);
+        /* A labelled sample's labels:TEXT frame comes right under the thread root, wherever
+         * native frames put it (formats.md, "Labels"). */
+        for (uint32_t k = d; k-- > 0;)
+            if (f[k].id == PA_SYN_LABELS) /* native ids carry PA_NATIVE_FLAG */
+                ids[n++] = code_frame(&f[k]);
         for (uint32_t k = d; k-- > 0;) { /* the table is leaf first; profiles are root first */
             if (pa_native_is_native(&f[k]) && is_plumbing(pa_native_ip(&f[k])))
+                continue;
+            if (f[k].id == PA_SYN_LABELS) /* native ids carry PA_NATIVE_FLAG */
                 continue;
             ids[n++] = code_frame(&f[k]);
         }

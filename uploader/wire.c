@@ -107,6 +107,31 @@ static int32_t str_index0(struct strings *st, const char *s) {
     return str_index(st, s, strlen(s));
 }
 
+/* The profile's attribute table as it grows: string attributes (key and value string
+ * indexes), index 0 the zero value. */
+struct attrs {
+    KeyValueAndUnit *attrs;
+    AnyValue *values;
+    size_t n, cap;
+};
+
+static void add_attr(struct attrs *at, int32_t key, int32_t value) {
+    if (at->n == at->cap) {
+        at->cap *= 2;
+        at->attrs = realloc(at->attrs, at->cap * sizeof *at->attrs);
+        at->values = realloc(at->values, at->cap * sizeof *at->values);
+        if (!at->attrs || !at->values)
+            abort();
+    }
+    KeyValueAndUnit *a = &at->attrs[at->n];
+    AnyValue *v = &at->values[at->n++];
+    opentelemetry__proto__profiles__v1development__key_value_and_unit__init(a);
+    opentelemetry__proto__common__v1__any_value__init(v);
+    a->key_strindex = key;
+    v->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX;
+    v->string_value_strindex = value;
+}
+
 int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
                  size_t nlabels, time_t from, time_t until, const uint8_t *profile_id, pa_buf *out,
                  pa_error *err) {
@@ -137,11 +162,12 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
         fptrs[i] = &funcs[i];
         lptrs[i] = &locs[i];
     }
-    /* Attributes: 0 is the zero value, then one thread.name per thread. */
-    size_t nattrs = 1, capattrs = 16;
-    KeyValueAndUnit *attrs = xcalloc(capattrs, sizeof *attrs);
-    AnyValue *attr_values = xcalloc(capattrs, sizeof *attr_values);
-    opentelemetry__proto__profiles__v1development__key_value_and_unit__init(&attrs[0]);
+    /* Attributes: 0 is the zero value, then one thread.name per thread and one per label of
+     * each labels frame. */
+    struct attrs at = {xcalloc(16, sizeof *at.attrs), xcalloc(16, sizeof *at.values), 1, 16};
+    opentelemetry__proto__profiles__v1development__key_value_and_unit__init(&at.attrs[0]);
+    uint32_t *label_first = xcalloc(nframes + 1, sizeof *label_first);
+    uint32_t *label_count = xcalloc(nframes + 1, sizeof *label_count);
     int32_t thread_key = str_index0(&st, "thread.name");
     for (uint32_t id = 0; id < nframes; id++) {
         size_t len;
@@ -162,24 +188,24 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
         locs[id + 1].n_lines = 1;
         locs[id + 1].lines = &lineptrs[id + 1];
         if (fi.kind == PA_FRAME_THREAD) {
-            if (nattrs == capattrs) {
-                capattrs *= 2;
-                attrs = realloc(attrs, capattrs * sizeof *attrs);
-                attr_values = realloc(attr_values, capattrs * sizeof *attr_values);
-                if (!attrs || !attr_values)
-                    abort();
-            }
-            KeyValueAndUnit *a = &attrs[nattrs];
-            AnyValue *v = &attr_values[nattrs];
-            opentelemetry__proto__profiles__v1development__key_value_and_unit__init(a);
-            opentelemetry__proto__common__v1__any_value__init(v);
-            a->key_strindex = thread_key;
-            v->value_case =
-                OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX;
-            v->string_value_strindex = str_index(&st, fi.name, fi.name_len);
-            thread_attr[id] = (uint32_t)nattrs++;
+            thread_attr[id] = (uint32_t)at.n;
+            add_attr(&at, thread_key, str_index(&st, fi.name, fi.name_len));
+        } else if (len >= PA_LABELS_PREFIX_LEN &&
+                   memcmp(s, PA_LABELS_PREFIX, PA_LABELS_PREFIX_LEN) == 0) {
+            /* A labels frame: one string attribute per label (used where it is a stack's
+             * labels frame, pa_profile_labels_frame). */
+            label_first[id] = (uint32_t)at.n;
+            char *text = xcalloc(len + 1, 1), *rest = text + PA_LABELS_PREFIX_LEN, *k, *v;
+            memcpy(text, s, len);
+            while (pa_series_split(&rest, &k, &v) == 1)
+                add_attr(&at, str_index0(&st, k), str_index0(&st, v));
+            label_count[id] = (uint32_t)at.n - label_first[id];
+            free(text);
         }
     }
+    KeyValueAndUnit *attrs = at.attrs;
+    AnyValue *attr_values = at.values;
+    size_t nattrs = at.n;
     KeyValueAndUnit **aptrs = xcalloc(nattrs, sizeof *aptrs);
     for (size_t i = 0; i < nattrs; i++) {
         if (i > 0)
@@ -202,7 +228,7 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
     Sample *samples = xcalloc(nstacks, sizeof *samples);
     Sample **smptrs = xcalloc(nstacks, sizeof *smptrs);
     int64_t *values = xcalloc(nstacks, sizeof *values);
-    int32_t *sample_attrs = xcalloc(nstacks, sizeof *sample_attrs);
+    int32_t **sample_attrs = xcalloc(nstacks, sizeof *sample_attrs);
     int32_t **loc_lists = xcalloc(nstacks, sizeof *loc_lists);
     opentelemetry__proto__profiles__v1development__stack__init(&stacks[0]);
     sptrs[0] = &stacks[0];
@@ -212,10 +238,13 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
         const uint32_t *ids = pa_profile_stack(p, s, &depth, &count);
         Stack *k = &stacks[s + 1];
         opentelemetry__proto__profiles__v1development__stack__init(k);
+        int li = pa_profile_labels_frame(p, ids, depth);
         loc_lists[s] = xcalloc(depth, sizeof **loc_lists);
-        for (size_t j = 0; j < depth; j++)
-            loc_lists[s][j] = (int32_t)ids[depth - 1 - j] + 1;
-        k->n_location_indices = depth;
+        size_t nloc = 0;
+        for (size_t j = depth; j-- > 0;) /* leaf first; the labels frame is attributes */
+            if ((int)j != li)
+                loc_lists[s][nloc++] = (int32_t)ids[j] + 1;
+        k->n_location_indices = nloc;
         k->location_indices = loc_lists[s];
         sptrs[s + 1] = k;
         Sample *sm = &samples[s];
@@ -224,11 +253,13 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
         values[s] = (int64_t)count * (time_values ? period : 1);
         sm->n_values = 1;
         sm->values = &values[s];
-        if (depth > 0 && thread_attr[ids[0]]) {
-            sample_attrs[s] = (int32_t)thread_attr[ids[0]];
-            sm->n_attribute_indices = 1;
-            sm->attribute_indices = &sample_attrs[s];
-        }
+        uint32_t nl = li >= 0 ? label_count[ids[li]] : 0;
+        sample_attrs[s] = xcalloc(nl + 1, sizeof **sample_attrs);
+        if (depth > 0 && thread_attr[ids[0]])
+            sample_attrs[s][sm->n_attribute_indices++] = (int32_t)thread_attr[ids[0]];
+        for (uint32_t j = 0; j < nl; j++)
+            sample_attrs[s][sm->n_attribute_indices++] = (int32_t)(label_first[ids[li]] + j);
+        sm->attribute_indices = sample_attrs[s];
         smptrs[s] = sm;
     }
 
@@ -325,10 +356,14 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
     rq.dictionary = &dict;
     pack_into(&rq.base, out);
 
-    for (size_t s = 0; s < nstacks; s++)
+    for (size_t s = 0; s < nstacks; s++) {
         free(loc_lists[s]);
+        free(sample_attrs[s]);
+    }
     free(loc_lists);
     free(sample_attrs);
+    free(label_first);
+    free(label_count);
     free(values);
     free(smptrs);
     free(samples);

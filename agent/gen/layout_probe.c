@@ -13,6 +13,8 @@
 #include <internal/pycore_pystate.h>
 #endif
 #include <internal/pycore_gil.h>
+#include <internal/pycore_context.h>
+#include <internal/pycore_hamt.h>
 #if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
 #include <internal/pycore_code.h>
@@ -152,6 +154,10 @@ int main(void) {
 #endif
     printf("     .ts_exc_info = %u, .ei_value = %u, .ei_previous = %u,\n",
            OFF(PyThreadState, exc_info), ei_value, OFF(_PyErr_StackItem, previous_item));
+    /* Labels (pyagent.labels): the thread's current context (tstate->context, a PyContext
+     * or NULL), its variables (ctx_vars, an immutable HAMT) and the HAMT's root node. */
+    printf("     .ts_context = %u, .ctx_vars = %u, .hamt_root = %u,\n", OFF(PyThreadState, context),
+           OFF(PyContext, ctx_vars), OFF(PyHamtObject, h_root));
     /* 3.11 marks the first frame of each C call of the evaluation loop; later versions push
      * a shim frame there instead (owner >= owner_skip). */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000

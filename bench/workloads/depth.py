@@ -1,5 +1,5 @@
 """Spins at a given stack depth (argv[1]) for argv[2] CPU seconds: the handler's cost per
-depth is read from the profile header."""
+depth is read from the profile header. labelled.py imports level()."""
 import sys
 import time
 
@@ -14,7 +14,8 @@ def level(n, seconds):
     return level(n - 1, seconds)
 
 
-depth = int(sys.argv[1])
-sys.setrecursionlimit(depth + 100)
-# The module frame counts as one.
-level(depth - 1, float(sys.argv[2]))
+if __name__ == "__main__":
+    depth = int(sys.argv[1])
+    sys.setrecursionlimit(depth + 100)
+    # The module frame counts as one.
+    level(depth - 1, float(sys.argv[2]))

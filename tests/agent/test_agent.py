@@ -1379,6 +1379,97 @@ def test_top_in_tmux(ctx):
     print(screen)
 
 
+def labels_of(frames):
+    """The text of a sample's labels:TEXT frame, under its thread root ("" for none)."""
+    return frames[1][len("labels:"):] if len(frames) > 1 and frames[1].startswith("labels:") else ""
+
+
+def check_labels(ctx, mode, cpu, env=None, shares=True):
+    """Runs labels.py MODE at 1 kHz with pyagent.py from beside the library. Every sample of a
+    labelled region's own function carries exactly that region's labels (the stack is the
+    truth the labels must agree with), and each label set's share of those samples is within
+    2 points plus three standard deviations of a binomial count of the share of CPU time
+    measured in it."""
+    rate = 1000
+    r = ctx.run(["labels.py", "truth.json", mode, str(cpu)],
+                env=dict({"PYAGENT_RATE": str(rate), "PYTHONPATH": os.path.dirname(ctx.lib)}, **(env or {})))
+    check(r.rc == 0, "labels.py %s failed: %s" % (mode, r.err[-2000:]))
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    want_of = {fn: text for text, (fn, _) in truth.items()}
+    p = r.profile()
+    got, wrong = {}, []
+    for frames, c in p.stacks:
+        fns = [frame_name(f) for f in frames if frame_name(f) in want_of]
+        if not fns:
+            continue
+        text = labels_of(frames)
+        if text != want_of[fns[-1]]:
+            wrong.append("%s: labels %r, want %r (%d)" % (fns[-1], text, want_of[fns[-1]], c))
+        got[text] = got.get(text, 0) + c
+    check(not wrong, "samples with the wrong labels: %s" % "; ".join(wrong[:10]))
+    if not shares:
+        check(set(got) == set(truth), "label sets sampled %r, set %r" % (sorted(got), sorted(truth)))
+        print("label sets: %r" % got)
+        return
+    n, tsum = sum(got.values()), sum(sec for _, sec in truth.values())
+    check(n >= 0.8 * rate * tsum, "%d samples in the labelled functions stand for %.2f s; they used %.2f s"
+          % (n, n / rate, tsum))
+    report = []
+    for text, (fn, sec) in sorted(truth.items()):
+        share, want = 100.0 * got.get(text, 0) / n, 100.0 * sec / tsum
+        q = want / 100.0
+        tolerance = 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+        report.append("{%s} %.1f%% sampled, %.1f%% measured (tolerance %.1f)" % (text, share, want, tolerance))
+        check(abs(share - want) <= tolerance, "share off: " + "; ".join(report))
+    print("; ".join(report) + "; %d samples" % n)
+
+
+def test_labels_threads(ctx):
+    """pyagent.labels in two threads at once (1:2) and none on the main thread: each thread's
+    samples carry its own labels, in the measured split."""
+    check_labels(ctx, "threads", 2.0)
+
+
+def test_labels_asyncio(ctx):
+    """Three asyncio tasks (1:2:3) labelled inside themselves, switching at every step in one
+    thread, and a child task created inside task c's labels, which inherits them and adds its
+    own: the handler reads the label set of the context the event loop runs each step in."""
+    check_labels(ctx, "asyncio", 2.0)
+
+
+def test_labels_nesting(ctx):
+    """Nested blocks add and override labels, None removes one, a value that must be quoted
+    is, and the decorator labels a function and a coroutine function."""
+    check_labels(ctx, "nesting", 2.0)
+
+
+def test_labels_wall_mode(ctx):
+    """PYAGENT_MODE=wall: wall mode's tick thread reads another thread's labels (its current
+    context, while it waits for a CPU) as the handler reads its own: every sample of a
+    labelled function, either way, carries its labels (two threads and the main thread).
+    Shares are wall time here, not the CPU time the program measures, so they are not
+    compared."""
+    check_labels(ctx, "threads", 1.0, env={"PYAGENT_MODE": "wall"}, shares=False)
+
+
+def test_labels_without_agent(ctx):
+    """Without the agent pyagent is a no-op that says so (enabled false) and otherwise behaves
+    as with it: the same current labels, the same refusals (reserved, malformed and too many
+    names, empty, too long, non-Unicode and control-character values, non-str values)."""
+    env = {"PYTHONPATH": os.path.dirname(ctx.lib)}
+    runs = [ctx.run(["labels.py", "truth.json", "api"], agent=agent, env=env) for agent in (False, True)]
+    for r in runs:
+        check(r.rc == 0 and not r.err, "labels.py api: rc %d, stderr %s" % (r.rc, r.err[-2000:]))
+    without, with_agent = (json.loads(r.out) for r in runs)
+    check(without.pop("enabled") is False and with_agent.pop("enabled") is True,
+          "enabled: %r without the agent, %r with it" % (without, with_agent))
+    check(without == with_agent, "differs with the agent:\n%r\n%r" % (without, with_agent))
+    check(without["nested"] == {"a": "3", "b": "2"} and without["outer"] == {"a": "1"} and not without["after"],
+          "current(): %r" % without)
+    check(all(without["refused"]), "accepted: %r" % without["refused"])
+    print("\n".join(without["refused"]))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
                       "no_python_dlopen", "forked_child_cpu",

@@ -222,6 +222,55 @@ def test_gunicorn_uvicorn(ctx):
                  module="asgi_burn:app")
 
 
+def test_flask_route_labels(ctx):
+    """Flask under gunicorn (2 sync workers) labels each request with its route through
+    pyagent.labels (before_request / teardown_request): in every worker's profile each sample
+    of a view's work carries its route's labels, and the collector's query by label,
+    servers.cpu{route="/heavy"}, returns the /heavy view's stacks and none of /light's (and
+    the other way round), while the unlabelled query still holds both."""
+    check(ctx.collector, "needs --collector")
+    gunicorn = shutil.which("gunicorn")
+    check(gunicorn, "needs Debian's gunicorn")
+    port, cwd = free_port(), ctx.workdir()
+
+    def drive(server):
+        for route in ("heavy", "light"):
+            load("http://127.0.0.1:%d/%s" % (port, route), server, CLIENTS, REQUESTS // 2)
+
+    serve(ctx, [gunicorn, "--workers", "2", "--bind", "127.0.0.1:%d" % port, "--chdir", PROGRAMS,
+                "flask_labels:app"], port, cwd, env={"PYTHONPATH": os.path.dirname(ctx.lib)}, drive=drive)
+    want = {"heavy_burn": "labels:route=/heavy", "light_burn": "labels:route=/light"}
+    wrong, seen = [], {k: 0 for k in want}
+    for pid, p in Run(0, "", "", cwd).profiles().items():
+        for frames, c in p.stacks:
+            for fn, label in want.items():
+                if has_frame(fn)(frames):
+                    seen[fn] += c
+                    if len(frames) < 2 or frames[1] != label:
+                        wrong.append("pid %d: %s under %r" % (pid, fn, frames[:2]))
+    check(all(seen.values()), "no samples of a view: %r" % seen)
+    check(not wrong, "samples without their route's labels: %s" % "; ".join(wrong[:5]))
+
+    def stacks(selector):
+        url = "http://127.0.0.1:%d/render?query=%s&from=0&until=now&format=folded" % (
+            ctx.collector.port, urllib.parse.quote("%s.cpu%s" % (APP, selector)))
+        return folded_stacks(urllib.request.urlopen(url, timeout=60).read().decode())
+
+    def total(st, fn):
+        return sum(c for stack, c in st.items() if has_frame(fn)(stack.split(";")))
+
+    heavy, light, both = stacks('{route="/heavy"}'), stacks('{route="/light"}'), stacks("")
+    report = "heavy_burn/light_burn samples: {route=/heavy} %d/%d, {route=/light} %d/%d, all %d/%d" % (
+        total(heavy, "heavy_burn"), total(heavy, "light_burn"), total(light, "heavy_burn"),
+        total(light, "light_burn"), total(both, "heavy_burn"), total(both, "light_burn"))
+    check(total(heavy, "heavy_burn") > 0 and total(heavy, "light_burn") == 0, report)
+    check(total(light, "light_burn") > 0 and total(light, "heavy_burn") == 0, report)
+    check(total(both, "heavy_burn") == total(heavy, "heavy_burn") and
+          total(both, "light_burn") == total(light, "light_burn"), report)
+    check(not any("labels:" in stack for stack in both), "a labels frame reached the collector's stacks")
+    print(report)
+
+
 def uwsgi_serve(ctx, what, extra):
     uwsgi = shutil.which("uwsgi")
     check(uwsgi and os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"),

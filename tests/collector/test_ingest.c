@@ -48,6 +48,46 @@ static void folded_upload_becomes_a_stored_profile(void **state) {
     pa_coll_ingest_result_free(&res);
 }
 
+/* Labelled samples (pyagent's labels:TEXT frame, or pprof sample labels) are series of their
+ * own: the upload's labels and the set's, the set's winning; the unlabelled samples stay in
+ * the upload's series. Names Pyroscope would refuse are refused. */
+static void labelled_samples_are_series_of_their_own(void **state) {
+    (void)state;
+    struct pa_coll_ingest_request rq = req("thread:M;labels:endpoint=/api;a;b 3\n"
+                                           "thread:M;labels:endpoint=/x,env=dev;a;c 4\n"
+                                           "thread:M;a;b 1\n");
+    struct pa_coll_ingest_result res;
+    assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 0);
+    assert_string_equal(res.labels, "env=prod");
+    assert_int_equal(res.samples, 1);
+    assert_int_equal(res.nparts, 2);
+    assert_string_equal(res.parts[0].labels, "endpoint=/api,env=prod");
+    assert_int_equal(res.parts[0].samples, 3);
+    assert_string_equal(res.parts[1].labels, "endpoint=/x,env=dev");
+    assert_int_equal(res.parts[1].samples, 4);
+    pa_profile *p = pa_profile_new();
+    pa_parse_stats st;
+    pa_error err;
+    assert_int_equal(
+        pa_profile_parse_buffer(p, res.parts[0].blob, res.parts[0].blob_len, "blob", &st, &err), 0);
+    size_t n;
+    const uint32_t *ids = pa_profile_stack(p, 0, &n, NULL);
+    assert_int_equal(n, 3); /* thread:M;a;b, the labels frame gone */
+    size_t len;
+    assert_memory_equal(pa_profile_frame(p, ids[1], &len), "a", 1);
+    pa_profile_free(p);
+    pa_coll_ingest_result_free(&res);
+
+    const char *bad[] = {"thread:M;labels:9x=1;a 1\n", "thread:M;labels:a-b=1;a 1\n",
+                         "thread:M;labels:service_name=x;a 1\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rq = req(bad[i]);
+        assert_int_equal(pa_coll_ingest_decode(&rq, &res, &e), 400);
+        assert_non_null(strstr(e.msg, "sample labels"));
+        pa_coll_ingest_result_free(&res);
+    }
+}
+
 static void pprof_upload_gzip_or_plain(void **state) {
     (void)state;
     pa_profile *src = pa_profile_new();
@@ -189,6 +229,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(folded_upload_becomes_a_stored_profile),
         cmocka_unit_test(pprof_upload_gzip_or_plain),
+        cmocka_unit_test(labelled_samples_are_series_of_their_own),
         cmocka_unit_test(pprof_upload_is_filed_by_its_mode),
         cmocka_unit_test(content_encoding_gzip_folded),
         cmocka_unit_test(bad_requests_get_their_status),

@@ -6,7 +6,8 @@
 #      every Debian root (dpkg needs them); that the agent does not load them is checked by
 #      packaging.library.nothing_else_mapped.
 #   2. the README's one-liner works exactly as written, the launcher finds the library,
-#      pyagent --version names the version and commit, the manual pages are there
+#      pyagent --version names the version and commit, the manual pages are there, and
+#      python3 imports pyagent.py (labels) with no pip: a no-op alone, labels under the agent
 #   3. asked to upload without libcurl: one line says so, the local profile is written
 #   4. apt-get install ./pyagent-collector_*.deb creates the service user; the collector,
 #      started as that user, stores what an agent uploads; the unit names the right binary
@@ -52,6 +53,22 @@ for m in pyagent pyagent-render; do
   [ -f "/usr/share/man/man1/$m.1" ] || fail "no manual page $m(1)"
 done
 echo "launcher, renderer, $version, manual pages: ok"
+
+# pyagent.py (labels) from the package, found by Debian's python3 with no pip: a no-op without
+# the agent, labelled samples with it.
+python3 -c 'import pyagent; assert not pyagent.enabled' 2>err.txt || fail "import pyagent without the agent: $(cat err.txt)"
+cat >labels.py <<'PY'
+import time
+import pyagent
+assert pyagent.enabled
+with pyagent.labels(endpoint="/deb"):
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+PY
+LD_PRELOAD=libpyagent.so PYAGENT_OUTPUT=/work/labels.folded python3 labels.py 2>err.txt || fail "labels.py: $(cat err.txt)"
+grep -q '^thread:MainThread;labels:endpoint=/deb;' labels.folded || fail "no labelled samples: $(grep -v '^#' labels.folded)"
+echo "pyagent.py: imported without pip, samples labelled"
 
 # Uploads asked for, libcurl absent: one line, and the local profile still written.
 PYAGENT_SERVER=http://127.0.0.1:9 PYAGENT_OUTPUT=/work/local.folded LD_PRELOAD=libpyagent.so \

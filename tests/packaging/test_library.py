@@ -88,7 +88,7 @@ def test_cmake_install(a):
         for f in ["lib/libpyagent.so", "bin/pyagent", "bin/pyagent-render", "bin/pyagent-collector",
                   "share/man/man1/pyagent.1", "share/man/man1/pyagent-render.1",
                   "share/man/man1/pyagent-collector.1", "lib/systemd/system/pyagent-collector.service",
-                  "share/doc/pyagent/install.md"]:
+                  "share/doc/pyagent/install.md", "lib/python3/dist-packages/pyagent.py"]:
             check(os.path.isfile(os.path.join(root, f)), "cmake --install did not install %s" % f)
         for f in ["bin/pyagent", "bin/pyagent-render", "bin/pyagent-collector"]:
             check(os.access(os.path.join(root, f), os.X_OK), "%s is not executable" % f)

@@ -163,6 +163,60 @@ static void pprof_round_trips_gzip_and_plain(void **state) {
     pa_profile_free(p);
 }
 
+/* A labels:TEXT frame (pyagent.labels) travels in pprof as the sample's string labels, not as
+ * a location, and comes back as the same frame under the thread root; a pprof from another
+ * tool whose samples have string labels (and no thread root) gets the frame at its root. */
+static void pprof_carries_labels_as_sample_labels(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    pa_profile *p = parse("# pyagent 1 rate=100\n"
+                          "thread:Main;labels:endpoint=/api,tenant=\"t,2\";work (app.py:9) 5\n"
+                          "thread:Main;work (app.py:9) 2\n",
+                          &st);
+    pa_buf b = {0};
+    pa_error err;
+    assert_int_equal(pa_pprof_encode(p, 0, &b, &err), 0);
+    assert_non_null(memmem(b.data, b.len, "tenant", 6));
+    pa_profile *q = pa_profile_new();
+    assert_int_equal(pa_profile_parse_buffer(q, b.data, b.len, "pb", &st, &err), 0);
+    char *a = folded(p), *c = folded(q);
+    assert_string_equal(strchr(a, '\n') + 1, strchr(c, '\n') + 1);
+    free(a);
+    free(c);
+    uint32_t *sets;
+    assert_int_equal(pa_profile_label_sets(q, &sets), 1);
+    pa_profile *labelled = pa_profile_labelled(q, sets[0]),
+               *rest = pa_profile_labelled(q, UINT32_MAX);
+    assert_int_equal(pa_profile_total(labelled), 5);
+    assert_int_equal(pa_profile_total(rest), 2);
+    char *l = folded(labelled);
+    assert_non_null(strstr(l, "thread:Main;work (app.py:9) 5"));
+    assert_null(strstr(l, "labels:"));
+    free(l);
+    free(sets);
+    pa_profile_free(labelled);
+    pa_profile_free(rest);
+    pa_profile_free(q);
+    pa_profile_free(p);
+    pa_buf_free(&b);
+
+    /* Labels as another tool writes them, at the root, a name twice, an empty value: the last
+     * value of a name is kept, an empty one is none, the names come in order. */
+    pa_profile *other = pa_profile_new();
+    const char *frames[] = {"labels:b=2,a=1,b=3,c=", "main (x.py:1)"};
+    pa_profile_add_stack(other, frames, 2, 4); /* encoded as labels b=2, a=1, b=3, c="" */
+    pa_buf ob = {0};
+    assert_int_equal(pa_pprof_encode(other, 0, &ob, &err), 0);
+    pa_profile *back = pa_profile_new();
+    assert_int_equal(pa_profile_parse_buffer(back, ob.data, ob.len, "pb", &st, &err), 0);
+    char *o = folded(back);
+    assert_string_equal(o, "labels:a=1,b=3;main (x.py:1) 4\n");
+    free(o);
+    pa_profile_free(back);
+    pa_profile_free(other);
+    pa_buf_free(&ob);
+}
+
 /* Grafana Pyroscope files a pprof by its sample types: wall mode must say "wall" (else it is
  * filed as process_cpu), and the mode reads back from the types. */
 static void pprof_sample_types_name_the_mode(void **state) {
@@ -598,6 +652,7 @@ int main(void) {
         cmocka_unit_test(pprof_round_trips_gzip_and_plain),
         cmocka_unit_test(truncated_pprof_is_an_error),
         cmocka_unit_test(pprof_sample_types_name_the_mode),
+        cmocka_unit_test(pprof_carries_labels_as_sample_labels),
         cmocka_unit_test(utf8_is_repaired_visibly),
         cmocka_unit_test(folded_stacks_have_no_header),
         cmocka_unit_test(merge_stacks_splits_into_parts),

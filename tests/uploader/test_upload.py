@@ -232,6 +232,85 @@ def test_querier_cpu_and_wall(ctx):
         col.stop()
 
 
+def label_text_pairs(text):
+    """The pairs of a label text (k=v,k2="v,2": bare, or quoted with \\ escapes)."""
+    pairs, i = {}, 0
+    while i < len(text):
+        eq = text.index("=", i)
+        key, i = text[i:eq], eq + 1
+        if text[i:i + 1] == '"':
+            value, i = "", i + 1
+            while text[i] != '"':
+                if text[i] == "\\":
+                    i += 1
+                value, i = value + text[i], i + 1
+            i += 1
+        else:
+            end = text.find(",", i)
+            end = len(text) if end < 0 else end
+            value, i = text[i:end], end
+        pairs[key] = value
+        i += text[i:i + 1] == ","
+    return pairs
+
+
+def test_labels_at_the_collector(ctx):
+    """pyagent.labels' label sets (nested, overridden, removed, a quoted value, a dotted name,
+    decorators) reach the collector as series labels: a query naming a set's labels returns
+    exactly the samples of the local file whose labels include them, and no labels frame is
+    left in the stacks; the whole application still holds every sample."""
+    check_labels_at_the_collector(ctx, "pprof")
+
+
+def test_labels_in_folded_uploads(ctx):
+    """The same with PYAGENT_UPLOAD_FORMAT=folded (/ingest only; the other protocols send
+    pprof): each label set's samples are an upload of their own named with its labels ('.'
+    in a name sent as '_', as for tags), the set whose value holds a comma without that label
+    (an /ingest name cannot carry it)."""
+    check_labels_at_the_collector(ctx, "folded")
+
+
+def check_labels_at_the_collector(ctx, fmt):
+    folded = fmt == "folded" and ctx.protocol == "ingest"
+    cwd = ctx.workdir()
+    col = Collector(ctx.collector_exe, cwd, free_port()).start()
+    try:
+        env = ctx.agent("http://127.0.0.1:%d" % col.port, "labelled", fmt=fmt,
+                        extra={"PYTHONPATH": os.path.dirname(ctx.lib)})
+        rc, out, err = finish(ctx.start(["labels.py", "truth.json", "nesting", "1"], env, cwd))
+        check(rc == 0, "labels.py failed: %s" % err[-2000:])
+        local = local_stacks(os.path.join(cwd, "local.folded"))
+        sets = {}
+        plain = {}
+        for stack, c in local.items():
+            frames = stack.split(";")
+            labelled = len(frames) > 1 and frames[1].startswith("labels:")
+            text = frames[1][len("labels:"):] if labelled else ""
+            if folded and text:  # what an /ingest name can carry of them
+                text = ",".join("%s=%s" % (k.replace(".", "_"), v) for k, v in sorted(label_text_pairs(text).items())
+                                if not any(ch in v for ch in ',={}"'))
+            sets.setdefault(text, 0)
+            sets[text] += c
+            rest = ";".join(frames[:1] + frames[2:]) if labelled else stack
+            plain[rest] = plain.get(rest, 0) + c
+        check(len([t for t in sets if t]) >= (5 if folded else 6), "label sets in the local file: %r" % sorted(sets))
+        report = []
+        for text in sorted(t for t in sets if t):
+            want_pairs = label_text_pairs(text)
+            want = sum(c for t, c in sets.items() if t and label_text_pairs(t).items() >= want_pairs.items())
+            selector = ",".join('%s="%s"' % (k, v.replace("\\", "\\\\").replace('"', '\\"'))
+                                for k, v in sorted(want_pairs.items()))
+            got_stacks = col.stacks(urllib.parse.quote("labelled.cpu{%s}" % selector))
+            got = sum(got_stacks.values())
+            report.append("{%s}: %d of %d" % (selector, got, want))
+            check(got == want, "query by label: " + "; ".join(report))
+            check(not any("labels:" in st for st in got_stacks), "a labels frame in the collector's stacks")
+        same_stacks(col.stacks("labelled.cpu"), plain, "collector, all series")
+        print("; ".join(report))
+    finally:
+        col.stop()
+
+
 def test_sigterm_uploads(ctx):
     """A process ended by SIGTERM (default action) uploads its samples first, within the exit
     deadline, and still dies of SIGTERM: the collector holds exactly the local file's stacks."""

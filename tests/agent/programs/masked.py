@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 
+from burn import burn_for
+
 HOW = sys.argv[2]
 SECONDS = float(sys.argv[3])
 SYS_RT_SIGPROCMASK = {"x86_64": 14, "aarch64": 135}.get(platform.machine())
@@ -25,15 +27,6 @@ def block(on):
     mask = ctypes.c_uint64(1 << (signal.SIGPROF - 1))
     if libc.syscall(SYS_RT_SIGPROCMASK, 0 if on else 1, ctypes.byref(mask), None, 8) != 0:
         raise OSError(ctypes.get_errno(), "rt_sigprocmask")
-
-
-def burn_for(seconds):
-    end = time.thread_time() + seconds
-    x = 0
-    while time.thread_time() < end:
-        for i in range(200):
-            x += i * i
-    return x
 
 
 def masked_burn():

@@ -23,17 +23,10 @@ import sys
 import threading
 import time
 
+from burn import burn_for as burn
+
 OUT, CPU_SECONDS = sys.argv[1], float(sys.argv[2])
 BUF = bytes(range(256)) * (4 * 4096)  # 4 MB
-
-
-def burn(seconds):
-    end = time.thread_time() + seconds
-    x = 0
-    while time.thread_time() < end:
-        for i in range(200):
-            x += i * i
-    return x
 
 
 def burn_steps(seconds):

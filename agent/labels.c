@@ -1,0 +1,254 @@
+/* labels.c: label sets interned for the program, and the handler's read of the current one
+ * (see labels.h).
+ *
+ * SIGNAL-HANDLER SIDE for pa_labels_of (and what it calls): reads of the sampled thread's
+ * context under the walk's fault guard, and of arrays filled before they are published,
+ * nothing else. The rest
+ * runs in normal context, called by the module with the GIL held, or by the agent thread.
+ *
+ * Why the handler reads the ContextVar itself: a per-thread slot set on `with` would stay with
+ * the thread when asyncio switches tasks, and a map from context objects to label sets would
+ * go stale when a context is freed and another takes its address. The variable's value in the
+ * current context is exactly what ContextVar.get() would return, with copy_context(), task
+ * creation and Context.run() all behaving as contextvars say, and it costs a few dependent
+ * reads (one bitmap node for a context of fewer than 17 variables). */
+#include "labels.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../profile/profile.h"
+#include "guard.h"
+
+/* A label set's value in the ContextVar: a bytes object of these 4 bytes and the id. */
+static const char MAGIC[4] = {'p', 'y', 'a', 'L'};
+
+/* The interned sets: texts[id - 1] and the pairs they were made from, published by a release
+ * store of n_sets; written under lock, read by the agent thread without it. */
+static const char *texts[PA_LABELS_MAX_SETS];
+static char *pairs_of[PA_LABELS_MAX_SETS];
+static size_t pairs_len[PA_LABELS_MAX_SETS];
+static _Atomic uint32_t n_sets;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The variable and the types its lookup checks, published by the release store of var. */
+static _Atomic uintptr_t var;
+static uint32_t var_hash32;
+static uintptr_t context_type, hamt_type, bitmap_type, array_type;
+
+/* ---- normal context ------------------------------------------------------------------------ */
+
+static int name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9') ||
+           c == '.';
+}
+
+/* Is name a label name the program may set, value a value it may give? -1 with a message that
+ * names the label. python/pyagent.py makes the same checks, with or without the agent. */
+static int check_pair(const char *name, const char *value, pa_error *err) {
+    size_t n = strlen(name), v = strlen(value);
+    if (n == 0 || n > PA_LABELS_MAX_NAME)
+        return pa_fail(err, "label name '%.80s': must be 1 to %d characters", name,
+                       PA_LABELS_MAX_NAME);
+    for (size_t i = 0; i < n; i++)
+        if (!name_char(name[i]) || (i == 0 && name[i] >= '0' && name[i] <= '9'))
+            return pa_fail(err,
+                           "label name '%.80s': only letters, digits, '_' and '.', not first a "
+                           "digit",
+                           name);
+    /* Names the servers give meaning to: Pyroscope drops names that start with "__" and sets
+     * service_name and pyroscope_spy itself. */
+    if (strncmp(name, "__", 2) == 0 || strcmp(name, "service_name") == 0 ||
+        strcmp(name, "pyroscope_spy") == 0)
+        return pa_fail(err, "label name '%s' is reserved", name);
+    if (v == 0 || v > PA_LABELS_MAX_VALUE)
+        return pa_fail(err, "label '%s': the value must be 1 to %d bytes of UTF-8", name,
+                       PA_LABELS_MAX_VALUE);
+    if (!pa_utf8_valid(value, v))
+        return pa_fail(err, "label '%s': the value is not valid UTF-8", name);
+    for (size_t i = 0; i < v; i++)
+        if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
+            return pa_fail(err, "label '%s': the value holds a control character", name);
+    return 0;
+}
+
+/* Checks the pairs' form and content; *text gets the label text (the caller frees it). */
+static int parse_pairs(const char *pairs, size_t len, char **text, pa_error *err) {
+    if (len == 0 || pairs[len - 1] != '\0')
+        return pa_fail(err, "label pairs must be NUL-terminated strings");
+    pa_buf b = {0};
+    const char *p = pairs, *end = pairs + len, *prev = NULL;
+    int n = 0;
+    while (p < end) {
+        const char *name = p;
+        p += strlen(p) + 1;
+        if (p >= end) {
+            pa_buf_free(&b);
+            return pa_fail(err, "label '%.80s' has no value", name);
+        }
+        const char *value = p;
+        p += strlen(p) + 1;
+        if (++n > PA_LABELS_MAX_PAIRS || check_pair(name, value, err) != 0 ||
+            (prev && strcmp(prev, name) >= 0)) {
+            if (n > PA_LABELS_MAX_PAIRS)
+                pa_fail(err, "more than %d labels in one set", PA_LABELS_MAX_PAIRS);
+            else if (prev && strcmp(prev, name) >= 0)
+                pa_fail(err, "label names must be given once each, in order");
+            pa_buf_free(&b);
+            return -1;
+        }
+        prev = name;
+        pa_buf_printf(&b, "%s%s=", b.len ? "," : "", name);
+        pa_series_put_value(&b, value);
+    }
+    pa_buf_append(&b, "", 1);
+    *text = b.data;
+    return 0;
+}
+
+int pa_labels_intern(const char *pairs, size_t len, pa_error *err) {
+    char *text = NULL;
+    if (parse_pairs(pairs, len, &text, err) != 0)
+        return -1;
+    pthread_mutex_lock(&lock);
+    uint32_t n = atomic_load_explicit(&n_sets, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        if (pairs_len[i] == len && memcmp(pairs_of[i], pairs, len) == 0) {
+            pthread_mutex_unlock(&lock);
+            free(text);
+            return (int)i + 1;
+        }
+    if (n == PA_LABELS_MAX_SETS) {
+        pthread_mutex_unlock(&lock);
+        free(text);
+        return pa_fail(err, "more than %d different label sets in this process",
+                       PA_LABELS_MAX_SETS);
+    }
+    pairs_of[n] = malloc(len);
+    if (!pairs_of[n]) {
+        pthread_mutex_unlock(&lock);
+        free(text);
+        return pa_fail(err, "out of memory");
+    }
+    memcpy(pairs_of[n], pairs, len);
+    pairs_len[n] = len;
+    texts[n] = text;
+    atomic_store_explicit(&n_sets, n + 1, memory_order_release);
+    pthread_mutex_unlock(&lock);
+    return (int)n + 1;
+}
+
+const char *pa_labels_text(uint32_t id) {
+    return id >= 1 && id <= atomic_load_explicit(&n_sets, memory_order_acquire) ? texts[id - 1]
+                                                                                : NULL;
+}
+
+int pa_labels_bind(const struct pa_python *py, uintptr_t v, int64_t hash, uintptr_t hamt,
+                   uintptr_t bitmap, uintptr_t array, pa_error *err) {
+    if (!py->layout.ts_context || !py->layout.ctx_vars || !py->layout.hamt_root)
+        return pa_fail(err,
+                       "Python %s: the thread state's context is not known; labels are "
+                       "ignored",
+                       py->version);
+    /* The first module to bind keeps it: a second pyagent module (a sub-interpreter's
+     * import, an importlib.reload) has a variable of its own, which would hide the first's
+     * labels from every thread. It runs as if no agent were there. */
+    uintptr_t bound = atomic_load_explicit(&var, memory_order_acquire);
+    if (bound && bound != v)
+        return pa_fail(err, "labels are read from another pyagent module's variable (a "
+                            "sub-interpreter's, or a module loaded again); this one is ignored");
+    uintptr_t ctx = (uintptr_t)pa_py_sym("PyContext_Type");
+    if (!v || !hamt || !bitmap || !array || !ctx)
+        return pa_fail(err, "labels: a type of contextvars was not found; labels are ignored");
+    /* CPython's hamt_hash: the 64-bit hash folded to 32 bits, -1 avoided. */
+    int32_t h = (int32_t)((uint64_t)hash & 0xffffffffu) ^ (int32_t)((uint64_t)hash >> 32);
+    atomic_store_explicit(&var, 0, memory_order_release);
+    var_hash32 = (uint32_t)(h == -1 ? -2 : h);
+    context_type = ctx;
+    hamt_type = hamt;
+    bitmap_type = bitmap;
+    array_type = array;
+    atomic_store_explicit(&var, v, memory_order_release);
+    return 0;
+}
+
+/* ---- signal-handler side ------------------------------------------------------------------- */
+
+/* The object header's end with ob_size (PyObject_VAR_HEAD), where a bitmap or collision node's
+ * fields start; a node's array of pointers starts 8 bytes after it. The node structs live in
+ * Python/hamt.c and have not changed since 3.7: bitmap {VAR_HEAD; uint32 b_bitmap;
+ * PyObject *b_array[]} (key, value pairs; a NULL key: the value is a sub-node), collision
+ * {VAR_HEAD; int32 c_hash; PyObject *c_array[]} (ob_size entries), array {HEAD;
+ * PyHamtNode *a_array[32]; ...}. */
+enum { HAMT_LEVELS = 7, COLLISION_MAX = 64 };
+
+static int of_type(uintptr_t obj, uintptr_t type) {
+    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + 8) == type;
+}
+
+/* The id in a label set's value, 0 when it is not one. */
+static uint32_t id_of(const struct pa_python *py, uintptr_t value) {
+    if (!of_type(value, py->bytes_type) || PA_READ(long, value + py->layout.b_size) != 8)
+        return 0;
+    uintptr_t s = value + py->layout.b_sval;
+    for (int i = 0; i < 4; i++)
+        if (PA_READ(char, s + (uintptr_t)i) != MAGIC[i])
+            return 0;
+    uint32_t id = PA_READ(uint32_t, s + 4);
+    return id <= atomic_load_explicit(&n_sets, memory_order_acquire) ? id : 0;
+}
+
+/* Set bits of x, in a few instructions of our own: __builtin_popcount is a call into libgcc
+ * on CPUs without popcnt, which the handler's boundary does not allow. */
+static unsigned popcount32(uint32_t x) {
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+}
+
+/* hamt_node_find: the value of key in the HAMT under node, 0 when absent. */
+static uintptr_t hamt_find(const struct pa_python *py, uintptr_t node, uintptr_t key, uint32_t h) {
+    const uintptr_t fields = py->layout.b_size + 8, array = fields + 8;
+    for (unsigned shift = 0, level = 0; level < HAMT_LEVELS; shift += 5, level++) {
+        if (!pa_aligned(node, 8))
+            return 0;
+        uintptr_t type = PA_READ(uintptr_t, node + 8);
+        unsigned slot = (h >> shift) & 0x1f;
+        if (type == bitmap_type) {
+            uint32_t bitmap = PA_READ(uint32_t, node + fields), bit = 1u << slot;
+            if (!(bitmap & bit))
+                return 0;
+            uintptr_t at = node + array + 16u * popcount32(bitmap & (bit - 1));
+            uintptr_t k = PA_READ(uintptr_t, at), v = PA_READ(uintptr_t, at + 8);
+            if (k)
+                return k == key ? v : 0;
+            node = v;
+        } else if (type == array_type) {
+            node = PA_READ(uintptr_t, node + 16 + 8u * slot);
+        } else { /* the HAMT's third kind, a collision node: keys of one hash */
+            long n = PA_READ(long, node + py->layout.b_size);
+            for (long i = 0; i + 1 < n && i < COLLISION_MAX; i += 2)
+                if (PA_READ(uintptr_t, node + array + 8u * (uintptr_t)i) == key)
+                    return PA_READ(uintptr_t, node + array + 8u * (uintptr_t)(i + 1));
+            return 0;
+        }
+    }
+    return 0;
+}
+
+uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts) {
+    uintptr_t key = atomic_load_explicit(&var, memory_order_acquire);
+    if (!key)
+        return 0;
+    const struct pa_layout *l = &py->layout;
+    uintptr_t ctx = PA_READ(uintptr_t, ts + l->ts_context);
+    if (!of_type(ctx, context_type))
+        return 0; /* no context yet (NULL until a variable is first used), or not one */
+    uintptr_t vars = PA_READ(uintptr_t, ctx + l->ctx_vars);
+    if (!of_type(vars, hamt_type))
+        return 0;
+    uintptr_t value = hamt_find(py, PA_READ(uintptr_t, vars + l->hamt_root), key, var_hash32);
+    return value ? id_of(py, value) : 0;
+}
