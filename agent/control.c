@@ -169,6 +169,12 @@ void pa_sampler_reconcile(void) {
     pthread_mutex_unlock(&pa_reg_lock);
 }
 
+void pa_sampler_wait_readers(void) {
+    /* The tick thread reads the interpreter only under the registry's lock (wall.c). */
+    pthread_mutex_lock(&pa_reg_lock);
+    pthread_mutex_unlock(&pa_reg_lock);
+}
+
 void pa_sampler_stop(void) {
     pthread_mutex_lock(&pa_reg_lock);
     pa_reg_wanted = 0;
