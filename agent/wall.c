@@ -28,7 +28,6 @@
 #include "../base/log.h"
 #include "../base/realfns.h"
 #include "../base/threads.h"
-#include "codecache.h"
 #include "frames.h"
 #include "handler.h"
 #include "registry.h"
