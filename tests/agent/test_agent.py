@@ -605,7 +605,8 @@ def test_blocked_threads_sampled(ctx):
         for name in ("Blocked-1", "Blocked-2"):
             t = truth[name]
             check(t["blocked"], "%s: %s did not block SIGPROF" % (what, name))
-            check("SIGPROF" not in t["pending"], "%s: a SIGPROF waits on %s, which blocks it: %s" % (what, name, t["pending"]))
+            check("SIGPROF" not in t["pending"], "%s: a SIGPROF waits on %s, which blocks it: %s (the kernel's "
+                  "pending sets of the thread and the process: %s)" % (what, name, t["pending"], t["status"]))
             mine = lambda frames, name=name: frames[0] == "thread:" + name
             n = p.total(mine)
             got = {k: p.total(lambda fr, k=k: mine(fr) and any(frame_name(f) == k for f in fr)) for k in ("spin_a", "spin_b")}
