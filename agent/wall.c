@@ -10,7 +10,7 @@
  * A thread that blocks SIGPROF (Apache's worker threads under mpm event block every signal)
  * must never get a signal of ours, so its timer stops; its CPU time is counted here instead,
  * from its CPU clock, with its stack read from here while it may be running (PA_WALK_RUNNING:
- * raw reads until two in a row agree; a stack that changed under every read is counted as
+ * raw reads until three in a row agree; a stack that changed under every read is counted as
  * <unknown>, never as a mixture of two stacks) (docs/architecture.md, "Threads that block
  * SIGPROF"). In CPU and GIL modes the tick thread starts when the first such thread is seen. */
 #include <errno.h>
