@@ -137,8 +137,23 @@ void pa_sampler_arm_self(void) {
 }
 
 void pa_sampler_reconcile(void) {
-    if (pa_handler_config()->mode != PA_WALK_WALL || !atomic_load(&pa_handler_running))
+    if (!atomic_load(&pa_handler_running))
         return;
+    if (pa_handler_config()->mode != PA_WALK_WALL) {
+        /* The tick thread reads the threads that block SIGPROF (wall.c): started when the
+         * first such thread is seen, so that a program whose threads never block it has
+         * none. */
+        pthread_mutex_lock(&pa_reg_lock);
+        for (size_t i = 0; i < pa_reg_n; i++) {
+            struct pa_thread_ctl *c = pa_reg_recs[i].ctl;
+            if (pa_reg_recs[i].alive && c && atomic_load(&c->armed) && atomic_load(&c->blocked)) {
+                pa_wall_start();
+                break;
+            }
+        }
+        pthread_mutex_unlock(&pa_reg_lock);
+        return;
+    }
     const struct pa_python *py = pa_handler_python();
     pthread_mutex_lock(&pa_reg_lock);
     for (size_t i = 0; i < pa_reg_n; i++) {
@@ -151,6 +166,12 @@ void pa_sampler_reconcile(void) {
         else if (!python && pa_reg_timer_kind(r) != PA_TIMER_NONE)
             pa_reg_disarm(r);
     }
+    pthread_mutex_unlock(&pa_reg_lock);
+}
+
+void pa_sampler_wait_readers(void) {
+    /* The tick thread reads the interpreter only under the registry's lock (wall.c). */
+    pthread_mutex_lock(&pa_reg_lock);
     pthread_mutex_unlock(&pa_reg_lock);
 }
 
@@ -266,8 +287,11 @@ void pa_sampler_fork_child(void) {
     atomic_store(&pa_handler_running, 0);
     int known = pa_reg_n > 0; /* the forking thread was registered */
     pthread_mutex_unlock(&pa_reg_lock);
-    if (!known)
+    if (!known) {
         pa_sampler_thread_begin();
-    else
+    } else {
         pa_handler_weigh_from_now();
+        if (pa_ctl_self)
+            pa_ctl_thread_start(pa_ctl_self);
+    }
 }

@@ -48,6 +48,12 @@ enum pa_walk_mode {
     PA_WALK_MARK_ENTRIES = 8,
     /* Flag: record each Python frame's instruction (pa_frame.instr), 3.11+. */
     PA_WALK_OPCODES = 16,
+    /* Flag, another thread's walk: the thread may be running while its chain is read (it
+     * blocks SIGPROF, and nothing stops it). The chain is read raw, with no lookup between
+     * two reads, again and again until three reads in a row agree (the same code objects, every
+     * caller at the same instruction); a chain that changed under every read ends in one
+     * <unknown> frame, never in a mixture of two moments. */
+    PA_WALK_RUNNING = 32,
 };
 
 /* Fills out[] leaf first, at most max entries (the last may be <truncated> or <unknown>).

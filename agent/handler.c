@@ -227,22 +227,22 @@ void pa_handler_fork_child(void) {
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
-/* Perf-event weights (sample_weight): this thread's CPU clock at its last sample, the part of
- * a period carried over, the perf event that gave the last sample its count then, and where
- * that event's ring was. */
-static __thread uint64_t tls_cpu_last, tls_cpu_rest __attribute__((tls_model("initial-exec")));
+/* Perf-event weights (sample_weight): this thread's CPU clock at its last sample and the part
+ * of a period carried over (pa_ctl_cpu_last, pa_ctl_cpu_rest: timerctl.c reads them when the
+ * thread hands its time over), the perf event that gave the last sample its count then, and
+ * where that event's ring was. */
 static __thread uint64_t tls_event, tls_event_count __attribute__((tls_model("initial-exec")));
 static __thread const void *tls_ring __attribute__((tls_model("initial-exec")));
 
 /* The thread's first sample stands for its CPU time from now on: from its registration, or
- * from the fork in a child, whose clock restarts at 0 while tls_cpu_last still holds the
+ * from the fork in a child, whose clock restarts at 0 while pa_ctl_cpu_last still holds the
  * parent's reading. Without this the first sample stood for one period, or for the child's
  * time less the parent's, and a child that spends its first CPU in the kernel (page faults
  * after fork, a large read), where a perf event raises no signal, lost all of it. */
 void pa_handler_weigh_from_now(void) {
     uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    tls_cpu_last = now ? now : 1; /* 0 means "no reading" */
-    tls_cpu_rest = 0;
+    pa_ctl_cpu_last = now ? now : 1; /* 0 means "no reading" */
+    pa_ctl_cpu_rest = 0;
     tls_event = 0; /* the next sample reads the clock */
     tls_ring = NULL;
 }
@@ -259,7 +259,7 @@ void pa_handler_set_stack(uintptr_t low, size_t size) {
  * one that gave the last sample its count: an event ends whenever the thread blocks SIGPROF
  * through the library (timers.h), and CPU time between two events is on no event's count.
  * Then, and whenever the ring cannot be read, the thread's CPU clock (a system call) gives it.
- * tls_cpu_last moves with the count, so a later clock reading takes over where it stopped;
+ * pa_ctl_cpu_last moves with the count, so a later clock reading takes over where it stopped;
  * both are task clocks of the same thread, counted in and out at the same switches.
  *
  * The ring is looked for where the last sample found it (tls_ring): the thread's control
@@ -278,13 +278,21 @@ static uint64_t cpu_used(void) {
     if (same && count >= tls_event_count) {
         uint64_t ran = count - tls_event_count;
         tls_event_count = count;
-        tls_cpu_last += ran;
+        pa_ctl_cpu_last += ran;
         return ran;
     }
-    uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID), last = tls_cpu_last;
+    /* The first sample after the thread blocked SIGPROF (its event ended then, so it comes
+     * here): the tick thread counted its time up to the mark it hands back, and the carried
+     * part of a period went with it (timerctl.h, counted_to). */
+    uint64_t mark = pa_ctl_take_back(pa_ctl_self);
+    if (mark != PA_CTL_OWN) {
+        pa_ctl_cpu_last = mark;
+        pa_ctl_cpu_rest = 0;
+    }
+    uint64_t now = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID), last = pa_ctl_cpu_last;
     tls_event = event;
     tls_event_count = count;
-    tls_cpu_last = now;
+    pa_ctl_cpu_last = now;
     /* The clock is read in the handler, the count was taken at the overflow: the event's next
      * sample also counts what ran in between (the signal's delivery and this handler, or
      * more if the signal waited while the thread ran in the kernel), and the next clock
@@ -303,17 +311,20 @@ static uint64_t cpu_used(void) {
 static uint64_t sample_weight(const siginfo_t *si) {
     uint64_t w;
     if (si->si_code == SI_TIMER) {
+        /* A POSIX timer stops while the thread blocks SIGPROF and counts from its restart: the
+         * tick thread's time ends where this one's begins. */
+        pa_ctl_take_back(pa_ctl_self);
         w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
-    } else if (tls_cpu_last == 0) { /* a thread never registered */
-        tls_cpu_last = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        tls_cpu_rest = 0;
+    } else if (pa_ctl_cpu_last == 0) { /* a thread never registered */
+        pa_ctl_cpu_last = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        pa_ctl_cpu_rest = 0;
         tls_event = 0;
         w = 1;
     } else {
         uint64_t period = 1000000000ULL / cfg.rate;
-        uint64_t used = cpu_used() + tls_cpu_rest;
+        uint64_t used = cpu_used() + pa_ctl_cpu_rest;
         w = used / period;
-        tls_cpu_rest = used % period;
+        pa_ctl_cpu_rest = used % period;
     }
     return w > 1000 ? 1000 : w;
 }
@@ -362,13 +373,21 @@ static __attribute__((noinline)) int splice_native(void *uc, struct pa_frame *fr
  * (wall and GIL modes keep to the interpreter's own life). */
 static _Atomic int seen_ready; /* the interpreter was walkable once in this process */
 
-static void count_outside_python(const siginfo_t *si) {
+uint32_t pa_handler_phase(int ready) {
+    if (ready) {
+        atomic_store_explicit(&seen_ready, 1, memory_order_relaxed);
+        return 0;
+    }
     if (cfg.mode != PA_WALK_CPU)
-        return;
+        return 0;
     int up = pa_py_initialized();
-    int phase = !atomic_load_explicit(&seen_ready, memory_order_relaxed)
-                    ? (up ? 0 : PA_SYN_STARTUP)
-                    : (!up || pa_py_finalizing(&py) ? PA_SYN_SHUTDOWN : 0);
+    return !atomic_load_explicit(&seen_ready, memory_order_relaxed)
+               ? (up ? 0 : PA_SYN_STARTUP)
+               : (!up || pa_py_finalizing(&py) ? PA_SYN_SHUTDOWN : 0);
+}
+
+static void count_outside_python(const siginfo_t *si) {
+    uint32_t phase = pa_handler_phase(0);
     uint64_t weight = phase ? sample_weight(si) : 0;
     if (!weight)
         return;
@@ -441,7 +460,7 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
         count_outside_python(si);
         return;
     }
-    atomic_store_explicit(&seen_ready, 1, memory_order_relaxed);
+    pa_handler_phase(1);
     uint64_t t0 = pa_mono_ns();
     uint64_t weight = sample_weight(si);
     if (weight == 0) {

@@ -43,6 +43,12 @@ int pa_handler_install(pa_error *err);
  * mode's tick thread count through here. */
 void pa_handler_count(uint32_t serial, const struct pa_frame *frames, uint32_t depth,
                       uint64_t weight);
+/* Signal-safe, with ready = pa_py_ready(): a CPU sample taken now while the interpreter
+ * cannot be walked counts as one frame of what this returns, PA_SYN_STARTUP (before it was
+ * ever ready) or PA_SYN_SHUTDOWN (finalizing or finalized), so that the profile's total is
+ * the process's CPU time; 0: not counted (it is ready, it is between initialization and the
+ * layout's verdict, or the mode is wall or GIL, which keep to the interpreter's life). */
+uint32_t pa_handler_phase(int ready);
 /* The first time bucket of the process: a time entry's bucket b started at
  * (base + b) * bucket_ms milliseconds after the Unix epoch. */
 uint64_t pa_handler_time_base(void);

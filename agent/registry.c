@@ -155,12 +155,14 @@ void pa_sampler_thread_begin(void) {
         return;
     }
     atomic_store(&c->blocked, pa_ctl_prof_blocked());
+    pa_ctl_thread_start(c);
     struct pa_thread_rec *r = &pa_reg_recs[pa_reg_n++];
     memset(r, 0, sizeof *r);
     r->ctl = pa_ctl_self = c;
     r->serial = next_serial++;
     r->tid = (pid_t)syscall(SYS_gettid);
     r->pthread = pthread_self();
+    r->has_clock = pthread_getcpuclockid(r->pthread, &r->cpu_clock) == 0;
     r->alive = 1;
     pa_handler_serial = r->serial;
     /* In wall mode a thread gets a timer once it has a Python thread state (reconcile). */
@@ -279,6 +281,8 @@ void pa_reg_fork_child(void) {
             pa_reg_recs[i] = pa_reg_recs[0];
             pa_reg_recs[0] = mine;
             pa_reg_recs[0].tid = (pid_t)syscall(SYS_gettid);
+            pa_reg_recs[0].has_clock =
+                pthread_getcpuclockid(self, &pa_reg_recs[0].cpu_clock) == 0; /* by tid */
             keep = 1;
         }
     }

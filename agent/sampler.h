@@ -61,6 +61,10 @@ void pa_sampler_arm_self(void);
 /* Wall mode: arms timers on the threads that have a Python thread state, disarms the others
  * (native threads never get wall-clock signals). Agent thread, every 100 ms. */
 void pa_sampler_reconcile(void);
+/* Normal context, once the interpreter was marked gone (pa_py_set_gone) and before its
+ * libpython may be unloaded: returns when the tick thread is past any pass that began
+ * before, so that nothing of ours but a handler already running reads the interpreter. */
+void pa_sampler_wait_readers(void);
 /* Disarms every timer; handlers still running finish, later signals are ignored. */
 void pa_sampler_stop(void);
 int pa_sampler_running(void);

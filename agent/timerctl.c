@@ -14,6 +14,39 @@
 #include "sampler.h"
 
 __thread struct pa_thread_ctl *pa_ctl_self __attribute__((tls_model("initial-exec")));
+__thread uint64_t pa_ctl_cpu_last __attribute__((tls_model("initial-exec")));
+__thread uint64_t pa_ctl_cpu_rest __attribute__((tls_model("initial-exec")));
+
+/* The calling thread, with SIGPROF blocked (so no sample of its own can run meanwhile), hands
+ * its CPU time over to the tick thread, from where its own samples stopped counting: with a
+ * perf event, its last sample's clock less the carried part of a period (the event's count is
+ * the thread's task clock, so nothing is lost or counted twice); with a POSIX timer, whose
+ * weights come from its overruns and which stopped with the block, from now. A mark the tick
+ * thread still holds (the thread unblocked and blocked again before a sample of its own took
+ * it back) stays: the tick thread counts on from it. */
+static void hand_over(struct pa_thread_ctl *c) {
+    if (atomic_load(&c->counted_to) != PA_CTL_OWN)
+        return;
+    uint64_t mark = 0;
+    if (atomic_load(&c->armed) && c->timer.kind == PA_TIMER_PERF && pa_ctl_cpu_last)
+        mark = pa_ctl_cpu_last > pa_ctl_cpu_rest ? pa_ctl_cpu_last - pa_ctl_cpu_rest : 1;
+    struct timespec ts;
+    if (!mark && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        mark = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    atomic_store(&c->counted_to, mark ? mark : 1);
+}
+
+void pa_ctl_thread_start(struct pa_thread_ctl *c) {
+    atomic_store(&c->counted_to, PA_CTL_OWN);
+    if (pa_ctl_prof_blocked())
+        hand_over(c);
+}
+
+uint64_t pa_ctl_take_back(struct pa_thread_ctl *c) {
+    if (!c || atomic_load_explicit(&c->counted_to, memory_order_relaxed) == PA_CTL_OWN)
+        return PA_CTL_OWN;
+    return atomic_exchange(&c->counted_to, PA_CTL_OWN);
+}
 
 void pa_ctl_apply(struct pa_thread_ctl *c) {
     atomic_fetch_add(&c->users, 1);
@@ -60,6 +93,8 @@ void pa_sampler_mask_changed(void) {
     if (!c)
         return;
     int b = pa_ctl_prof_blocked();
+    if (b)
+        hand_over(c); /* after the block: no sample of ours runs here until it ends */
     if (b == atomic_load(&c->blocked))
         return;
     atomic_store(&c->blocked, b);

@@ -280,9 +280,14 @@ int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate
     t->period_ns = 1000000000L / (long)rate;
     /* perf events first (any rate, and never inside a system call); POSIX CPU timers are the
      * fallback. A stopped perf timer has no event: one is made (to learn whether the kernel
-     * gives one) and ended at once, and pa_timer_resume makes it again. */
+     * gives one) and ended at once, and pa_timer_resume makes it again. That probe counts the
+     * calling thread, not thread tid: the registry arms threads that block SIGPROF from the
+     * agent thread (wall mode), and an event on such a thread, running on another CPU while
+     * the agent thread was preempted between making and ending it, overflowed and left a
+     * SIGPROF pending on it for good (a sigwait would take it). The caller waits for the
+     * helper meanwhile (vfork), so its own event counts next to nothing before it ends. */
     if (want == PA_WANT_PERF || want == PA_WANT_AUTO) {
-        void *ring = perf_start(tid, t->period_ns);
+        void *ring = perf_start(start ? tid : (pid_t)syscall(SYS_gettid), t->period_ns);
         if (ring) {
             if (start)
                 atomic_store(&t->ring, ring);

@@ -1,10 +1,18 @@
-/* wall.c: wall mode's time off a CPU, counted from the tick thread (normal context).
+/* wall.c: the tick thread (normal context): wall mode's time off a CPU, and the CPU time of
+ * threads that block SIGPROF, in every mode.
  *
  * A Python thread's CPU-time timer samples it while it runs. Every period, the tick thread
  * takes each Python thread's wall time minus its CPU time: the time it spent off a CPU; each
  * whole period of that is one sample of the thread's stack as it is now, read from here. The
  * thread is not interrupted, so a C library's nanosleep, which no handler may interrupt
- * without an early return, is left alone; its frame chain is stable while it waits. */
+ * without an early return, is left alone; its frame chain is stable while it waits.
+ *
+ * A thread that blocks SIGPROF (Apache's worker threads under mpm event block every signal)
+ * must never get a signal of ours, so its timer stops; its CPU time is counted here instead,
+ * from its CPU clock, with its stack read from here while it may be running (PA_WALK_RUNNING:
+ * raw reads until three in a row agree; a stack that changed under every read is counted as
+ * <unknown>, never as a mixture of two stacks) (docs/architecture.md, "Threads that block
+ * SIGPROF"). In CPU and GIL modes the tick thread starts when the first such thread is seen. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -70,6 +78,60 @@ static void count_off_cpu(struct pa_thread_rec *r, uint64_t weight) {
     pa_handler_add_state(counts.state, weight);
 }
 
+/* ---- threads that block SIGPROF ---------------------------------------------------------- */
+
+/* The CPU time of the threads that block SIGPROF, since the mark each handed over (timerctl.h,
+ * counted_to): every whole period of it is one sample of the stack read now. The mark moves
+ * by CAS once the stack is read: a thread that unblocked and took its time back meanwhile
+ * counts it with its own samples, and this one is dropped. While the interpreter cannot be
+ * walked the sample is <startup> or <shutdown> in CPU mode, as the handler's are, and the
+ * time passes uncounted in wall and GIL modes (pa_handler_phase). */
+static void count_blocked(void) {
+    const struct pa_handler_config *cfg = pa_handler_config();
+    const struct pa_python *py = pa_handler_python();
+    uint64_t period = 1000000000ULL / cfg->rate;
+    int flags = (cfg->mode & ~PA_WALK_MARK_ENTRIES) | (cfg->opcodes ? PA_WALK_OPCODES : 0);
+    int ready = -1;
+    uint32_t phase = 0;
+    for (size_t i = 0; i < pa_reg_n; i++) {
+        struct pa_thread_rec *r = &pa_reg_recs[i];
+        struct pa_thread_ctl *c = r->ctl;
+        if (!r->alive || !r->has_clock || !c || !atomic_load(&c->armed) ||
+            !atomic_load(&c->blocked))
+            continue;
+        uint64_t from = atomic_load(&c->counted_to);
+        struct timespec ts;
+        if (from == PA_CTL_OWN || clock_gettime(r->cpu_clock, &ts) != 0)
+            continue;
+        uint64_t cpu = pa_ts_ns(&ts);
+        if (cpu < from || cpu - from < period)
+            continue;
+        uint64_t n = (cpu - from) / period;
+        if (ready < 0) {
+            ready = pa_py_ready(py);
+            phase = pa_handler_phase(ready);
+        }
+        struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
+        struct pa_walk_counts counts = {0, 0, 0};
+        int depth = 0;
+        if (ready) {
+            struct pa_other_thread o = {(unsigned long)r->pthread, -1, 0}; /* no state leaf */
+            depth = pa_walk_other_thread(py, frames, (int)cfg->max_depth, &counts,
+                                         flags | PA_WALK_RUNNING, &o);
+        } else if (phase) {
+            frames[0] = (struct pa_frame){phase, 0, 0};
+            depth = 1;
+        }
+        if (!atomic_compare_exchange_strong(&c->counted_to, &from, from + n * period) || depth == 0)
+            continue;
+        pa_handler_count(r->serial, frames, (uint32_t)depth, n > 1000 ? 1000 : n);
+        pa_handler_add_counts(counts.unreadable, counts.truncated);
+        pa_handler_add_state(counts.state, n > 1000 ? 1000 : n);
+    }
+}
+
+/* ---- wall mode: time off a CPU ------------------------------------------------------------ */
+
 static void wall_tick(uint64_t elapsed) {
     uint64_t period = 1000000000ULL / pa_handler_config()->rate;
     for (size_t i = 0; i < pa_reg_n; i++) {
@@ -103,7 +165,13 @@ static void *tick_main(void *arg) {
     sigaddset(&faults, SIGBUS);
     pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
     const struct pa_python *py = pa_handler_python();
+    int wall = pa_handler_config()->mode == PA_WALK_WALL;
+    /* Wall mode ticks at the rate; for the threads that block SIGPROF alone, at most 1 kHz
+     * (a sample then stands for several periods: the time is measured, not counted in
+     * ticks), so that a high rate does not wake this thread ten thousand times a second. */
     uint64_t period = 1000000000ULL / pa_handler_config()->rate, last = pa_mono_ns();
+    if (!wall && period < 1000000)
+        period = 1000000;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (;;) {
@@ -118,8 +186,11 @@ static void *tick_main(void *arg) {
             return NULL;
         }
         uint64_t now = pa_mono_ns();
-        if (atomic_load(&pa_handler_running) && !pa_py_finalizing(py))
-            wall_tick(now - last);
+        if (atomic_load(&pa_handler_running)) {
+            if (wall && !pa_py_finalizing(py))
+                wall_tick(now - last);
+            count_blocked(); /* CPU mode counts <shutdown> too */
+        }
         last = now;
         pthread_mutex_unlock(&pa_reg_lock);
         struct timespec t;

@@ -559,6 +559,7 @@ PA_EXPORT int dlclose(void *h) {
     if (!atomic_load(&late) || atomic_load(&unloaded) || !may_unload_python(h))
         return real_dlclose(h);
     pa_py_set_gone(1);
+    pa_sampler_wait_readers(); /* the tick thread may be reading it (threads blocking SIGPROF) */
     int r = real_dlclose(h);
     void *still = real_dlopen(pa_py_path(), RTLD_LAZY | RTLD_NOLOAD);
     if (still) {
