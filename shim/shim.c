@@ -413,6 +413,13 @@ static void start_agent(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         return;
     }
+    if (cfg.mode == PA_MODE_GIL && pa_py_gil_off(&py)) {
+        pa_log(PA_LOG_ERROR,
+               "Python %s is a free-threaded build whose GIL is off, so GIL mode has nothing to "
+               "measure (PYTHON_GIL=1 turns the GIL on); not profiling",
+               py.version);
+        return;
+    }
     struct pa_sampler_config sc = {cfg.rate,   cfg.max_depth, cfg.timer_want, cfg.mode,
                                    cfg.native, cfg.opcodes,   cfg.bucket_ms};
 #ifdef PYAGENT_FAULT_INJECTION

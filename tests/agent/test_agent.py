@@ -233,7 +233,8 @@ def test_unsupported_builds(ctx):
     fake = ctx.fakepython
     cases += [
         ([fake], {"FAKEPY_VERSION": "3.16.0"}, "newer than pyagent knows"),
-        ([fake + "_ft"], {"FAKEPY_VERSION": "3.13.0"}, "free-threaded"),
+        # A free-threaded build of a version the table has no free-threaded row for.
+        ([fake + "_ft"], {"FAKEPY_VERSION": "3.15.0"}, "free-threaded"),
         ([fake + "_nocookie"], {"FAKEPY_VERSION": "3.13.0"}, "layout unknown"),
     ]
     check(len(cases) >= 3, "no case to test")
