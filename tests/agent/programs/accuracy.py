@@ -1,5 +1,6 @@
 """Known CPU split: the main thread alternates between two pure-Python functions (30/70),
-a second thread compresses with zlib (the GIL is released inside). Each measures its own CPU
+a second thread compresses with zlib (the GIL is released inside), or with argv[3] "python"
+runs a pure-Python loop (in parallel on a free-threaded build). Each measures its own CPU
 with time.thread_time(); the truth goes to the JSON file named by argv[1].
 
 Both threads work until the process's own CPU clock (time.process_time()) reaches argv[2]
@@ -59,7 +60,26 @@ def compress_work():
     truth["compressor"] = time.thread_time() - start
 
 
-t = threading.Thread(target=compress_work, name="Compressor")
+def spin_c():
+    x = 0
+    for i in range(20000):
+        x += i & 7
+    return x
+
+
+def python_work():
+    start = time.thread_time()
+    while time.process_time() < CPU_SECONDS:
+        spin_c()
+    truth["burner"] = time.thread_time() - start
+
+
+# argv[3] "python": the second thread runs Python too (spin_c), which a free-threaded build
+# runs in parallel with the main thread's; "Burner" then, not "Compressor".
+if len(sys.argv) > 3 and sys.argv[3] == "python":
+    t = threading.Thread(target=python_work, name="Burner")
+else:
+    t = threading.Thread(target=compress_work, name="Compressor")
 t.start()
 main_work()
 t.join()
