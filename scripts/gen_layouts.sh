@@ -16,7 +16,7 @@ for d in "$HOME"/.pyenv/versions/3.*/include/python3.*; do
   [ -f "$d/Python.h" ] && incdirs["$d"]=1
 done
 if [ -f build/pythons.txt ]; then
-  while IFS=$'\t' read -r _ _ kind _ inc; do
+  while IFS=$'\t' read -r _ _ _ _ inc; do
     [ -n "${inc:-}" ] && [ "$inc" != - ] && [ -f "$inc/Python.h" ] && incdirs["$inc"]=1
   done <build/pythons.txt
 fi
