@@ -45,6 +45,9 @@ def test_accuracy(ctx):
     r = ctx.run(["accuracy.py", "truth.json", "%.1f" % cpu] + second[2], env={"PYAGENT_RATE": str(rate)}, cwd=None)
     check(r.rc == 0, "accuracy.py failed: %s" % r.err[-2000:])
     truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    if second[2]:
+        check(json.load(open(os.path.join(r.cwd, "truth.json.gil"))) is False,
+              "the free-threaded build ran with its GIL on")
     p = r.profile()
     got = {
         "spin_a": p.total(lambda fr: frame_name(fr[-1]) == "spin_a"),

@@ -83,6 +83,11 @@ else:
 t.start()
 main_work()
 t.join()
+# Whether the two threads could run in parallel: a free-threaded build runs without a GIL
+# unless something turned it on (PYTHON_GIL=1, an extension module not marked safe).
+gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+with open(sys.argv[1] + ".gil", "w") as f:
+    json.dump(gil, f)
 with open(sys.argv[1], "w") as f:
     json.dump(truth, f)
 print("accuracy done")
