@@ -197,7 +197,13 @@ static uintptr_t gil_of(const struct pa_python *py, uintptr_t ts) {
     return pa_aligned(gil, 8) ? gil : 0;
 }
 
+/* Does the state's thread hold the GIL? In a free-threaded build: is it attached to the
+ * interpreter, what holding the GIL amounts to there (running Python; detached in a blocking
+ * call or C code that let the interpreter go, and while another thread's collection stops
+ * the world), with or without a GIL (PYTHON_GIL=1 makes attaching take it). */
 static int holds_gil(const struct pa_python *py, uintptr_t ts) {
+    if (py->layout.ts_attached)
+        return PA_READ(int, ts + py->layout.ts_attached) == 1;
     uintptr_t gil = gil_of(py, ts);
     return gil && PA_READ(int, gil + py->layout.gil_locked) &&
            PA_READ(uintptr_t, gil + py->layout.gil_holder) == ts;
@@ -209,6 +215,9 @@ static int holds_gil(const struct pa_python *py, uintptr_t ts) {
  * loop's check that triggered it), so the flag counts for the GIL's holder alone. A finalizer
  * or gc.callbacks function that releases the GIL mid-collection lets another thread run while
  * the flag is still set: that thread's samples would read as <GC> too (docs/interpreters.md).
+ * A free-threaded build has no holder: the attached thread stands for it (holds_gil), which
+ * during the collection's stop-the-world phase is the collector alone, and after it (the
+ * garbage is freed with the world running) any thread running Python meanwhile too.
  * Under the caller's guard. */
 static int collecting(const struct pa_python *py, uintptr_t ts) {
     const struct pa_layout *l = &py->layout;

@@ -184,13 +184,14 @@ int pa_labels_bind(const struct pa_python *py, uintptr_t v, int64_t hash, uintpt
  * PyHamtNode *a_array[32]; ...}. */
 enum { HAMT_LEVELS = 7, COLLISION_MAX = 64 };
 
-static int of_type(uintptr_t obj, uintptr_t type) {
-    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + 8) == type;
+/* ob_type at 8, or at 24 in a free-threaded build's larger header (the layout says). */
+static int of_type(const struct pa_python *py, uintptr_t obj, uintptr_t type) {
+    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + py->layout.ob_type) == type;
 }
 
 /* The id in a label set's value, 0 when it is not one. */
 static uint32_t id_of(const struct pa_python *py, uintptr_t value) {
-    if (!of_type(value, py->bytes_type) || PA_READ(long, value + py->layout.b_size) != 8)
+    if (!of_type(py, value, py->bytes_type) || PA_READ(long, value + py->layout.b_size) != 8)
         return 0;
     uintptr_t s = value + py->layout.b_sval;
     for (int i = 0; i < 4; i++)
@@ -214,7 +215,7 @@ static uintptr_t hamt_find(const struct pa_python *py, uintptr_t node, uintptr_t
     for (unsigned shift = 0, level = 0; level < HAMT_LEVELS; shift += 5, level++) {
         if (!pa_aligned(node, 8))
             return 0;
-        uintptr_t type = PA_READ(uintptr_t, node + 8);
+        uintptr_t type = PA_READ(uintptr_t, node + py->layout.ob_type);
         unsigned slot = (h >> shift) & 0x1f;
         if (type == bitmap_type) {
             uint32_t bitmap = PA_READ(uint32_t, node + fields), bit = 1u << slot;
@@ -226,7 +227,7 @@ static uintptr_t hamt_find(const struct pa_python *py, uintptr_t node, uintptr_t
                 return k == key ? v : 0;
             node = v;
         } else if (type == array_type) {
-            node = PA_READ(uintptr_t, node + 16 + 8u * slot);
+            node = PA_READ(uintptr_t, node + py->layout.ob_type + 8 + 8u * slot); /* a_array */
         } else { /* the HAMT's third kind, a collision node: keys of one hash */
             long n = PA_READ(long, node + py->layout.b_size);
             for (long i = 0; i + 1 < n && i < COLLISION_MAX; i += 2)
@@ -244,10 +245,10 @@ uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts) {
         return 0;
     const struct pa_layout *l = &py->layout;
     uintptr_t ctx = PA_READ(uintptr_t, ts + l->ts_context);
-    if (!of_type(ctx, context_type))
+    if (!of_type(py, ctx, context_type))
         return 0; /* no context yet (NULL until a variable is first used), or not one */
     uintptr_t vars = PA_READ(uintptr_t, ctx + l->ctx_vars);
-    if (!of_type(vars, hamt_type))
+    if (!of_type(py, vars, hamt_type))
         return 0;
     uintptr_t value = hamt_find(py, PA_READ(uintptr_t, vars + l->hamt_root), key, var_hash32);
     return value ? id_of(py, value) : 0;

@@ -78,11 +78,23 @@ unsigned pa_py_generation(void) {
     return atomic_load(&py_generation);
 }
 
-static const struct pa_layout *layout_for(unsigned minor) {
+static const struct pa_layout *layout_for(unsigned minor, unsigned free_threaded) {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
-        if (layouts[i].minor == minor)
+        if (layouts[i].minor == minor && layouts[i].free_threaded == free_threaded)
             return &layouts[i];
     return NULL;
+}
+
+/* "3.13t, ..." from the table, for the message refusing another free-threaded build. */
+static const char *free_threaded_versions(void) {
+    static char list[64];
+    size_t n = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].free_threaded && n + 16 < sizeof list)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s3.%ut", n ? ", " : "",
+                                  layouts[i].minor);
+    return n ? list : "none";
 }
 
 /* Applies the live _Py_DebugOffsets over the table row. Returns 0, or -1 with err set. */
@@ -99,17 +111,26 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
                 (unsigned long long)hex);
         return -1;
     }
-    if (d[l->dbg.free_threaded]) {
-        pa_fail(err, "Python %s is a free-threaded build, which pyagent does not support yet",
-                py->version);
-        return -1;
+    /* A free-threaded build has a row of its own; _Py_DebugOffsets says which build this
+     * is (the cookie, version and flag open the struct in both). */
+    if (d[l->dbg.free_threaded] && !l->free_threaded) {
+        const struct pa_layout *ft = layout_for(py->minor, 1);
+        if (!ft) {
+            pa_fail(err,
+                    "Python %s is a free-threaded build, which pyagent supports only for "
+                    "the versions its table knows (%s)",
+                    py->version, free_threaded_versions());
+            return -1;
+        }
+        *l = *ft;
     }
     /* PyThreadState.exc_info is not published (3.15 publishes exc_state, the thread's own
-     * item, not the pointer to the top one, a generator's while it runs): the table's offset
-     * stands where the published thread-state offsets agree with the table's, else the
-     * exception share is not measured (a build whose thread state differs). */
+     * item, not the pointer to the top one, a generator's while it runs), nor is state (a
+     * free-threaded build's attachment): the table's offsets stand where the published thread-state
+     * offsets agree with the table's, else the exception share is not measured (a build whose
+     * thread state differs). */
     if (d[l->dbg.ts_frame] != l->ts_frame || d[l->dbg.ts_status] != l->ts_status)
-        l->ts_exc_info = l->ts_context = 0; /* likewise PyThreadState.context (labels) */
+        l->ts_exc_info = l->ts_context = l->ts_attached = 0; /* and labels' context */
 #define TAKE(field) l->field = (unsigned)d[l->dbg.field]
     TAKE(rt_finalizing);
     TAKE(rt_interpreters_head);
@@ -175,7 +196,7 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
         pa_fail(err, "Python %s does not export _PyRuntime; layout unknown", py->version);
         return -1;
     }
-    const struct pa_layout *l = layout_for(py->minor);
+    const struct pa_layout *l = layout_for(py->minor, 0);
     if (!l) {
         pa_fail(err, "Python %s is newer than pyagent knows (3.8 to 3.15)", py->version);
         return -1;
@@ -202,6 +223,11 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
         return -1;
     }
     return 0;
+}
+
+int pa_py_gil_off(const struct pa_python *py) {
+    const char *gil = getenv("PYTHON_GIL");
+    return py->layout.free_threaded && !(gil && strcmp(gil, "1") == 0);
 }
 
 static int (*_Atomic is_init)(void);

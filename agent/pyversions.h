@@ -27,6 +27,9 @@ enum pa_line_kind {
 /* Offsets are in bytes; 0 means "this version has no such field" where that is possible. */
 struct pa_layout {
     unsigned minor;
+    /* A free-threaded build's row (Py_GIL_DISABLED, 3.13+): its own object header, whose
+     * ob_type sits at 24 rather than 8, moves every object field. */
+    unsigned free_threaded, ob_type;
     unsigned frame_kind, line_kind;
     unsigned owner_skip; /* frames with owner >= this are shims (C stack, interpreter) */
     unsigned rt_finalizing, rt_interpreters_head, rt_tss_key;
@@ -50,6 +53,9 @@ struct pa_layout {
     /* Labels (agent/labels.c): PyThreadState.context (the current PyContext, or NULL),
      * PyContext.ctx_vars (its HAMT of variables) and PyHamtObject.h_root. 0: not read. */
     unsigned ts_context, ctx_vars, hamt_root;
+    /* Free-threaded builds: PyThreadState.state, 1 while the thread is attached to the
+     * interpreter (running Python), which stands for holding the GIL there; 0: not used. */
+    unsigned ts_attached;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
@@ -101,9 +107,15 @@ void pa_py_set_gone(int gone);
 void pa_py_forget(void);
 unsigned pa_py_generation(void);
 
-/* Detects version and build and picks the layout. Returns 0, or -1 with a message for the
- * user in err (unsupported version, free-threaded build, unknown layout). */
+/* Detects version and build and picks the layout (a free-threaded build's own row where the
+ * table has one). Returns 0, or -1 with a message for the user in err (unsupported version,
+ * free-threaded build of a version without a row, unknown layout). */
 int pa_py_detect(struct pa_python *py, pa_error *err);
+
+/* Normal context: a free-threaded build that runs without its GIL: 1 unless PYTHON_GIL=1
+ * turns the GIL on at start (an extension module that is not marked free-threading-safe may
+ * still turn it on later, which is not followed). 0 for every other build. */
+int pa_py_gil_off(const struct pa_python *py);
 
 /* After initialization: checks the layout against the live interpreter (interpreter list,
  * main thread state, TSS key). Returns 0 or -1 with a message. */

@@ -10,6 +10,9 @@
 # (sid's glibc is newer, and glibc is backward compatible).
 #
 #   scripts/pythons.sh --ensure [--out FILE] [--refresh]   find/provide, write the list
+#   scripts/pythons.sh --ensure-ft [...]                    the same, and first build the
+#                       free-threaded interpreters (--disable-gil) from sid's source packages
+#                       when not cached (minutes of both CPUs; see docs/interpreters.md)
 #   scripts/pythons.sh --list   [--out FILE]               print the list (ensure if missing)
 #   scripts/pythons.sh --austin                            print the path of sid's austin
 #   scripts/pythons.sh --ensure --testsuites                also unpack sid's regression suites
@@ -28,8 +31,9 @@
 #   HEADERS  directory holding that interpreter's Python.h (with internal/), or -
 #
 # Environment: PYAGENT_CACHE (default ~/.cache/pyagent; sid's root lives in $PYAGENT_CACHE/sid),
-# PYAGENT_SID_VERSIONS (default "3.13 3.14 3.15"). Progress goes to stderr, the summary to
-# stdout. Exit status is 0 unless not a single interpreter was found. See docs/interpreters.md.
+# PYAGENT_SID_VERSIONS (default "3.13 3.14 3.15"), PYAGENT_FT_VERSIONS (default "3.14 3.13": the
+# free-threaded builds --ensure-ft tries; a cached one is listed by --ensure too). Progress goes
+# to stderr, the summary to stdout. Exit status is 0 unless not a single interpreter was found. See docs/interpreters.md.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -39,9 +43,11 @@ mode=""
 out="$repo/build/pythons.txt"
 refresh=0
 testsuites=0
+ft=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --ensure | --list | --austin | --otel-proto) mode=${1#--} ;;
+  --ensure-ft) mode=ensure ft=1 ;;
   --out)
     [ $# -ge 2 ] || { echo "pythons: --out needs a file" >&2; exit 2; }
     out=$2
@@ -64,6 +70,7 @@ cache=${PYAGENT_CACHE:-$HOME/.cache/pyagent}
 sid=$cache/sid
 root=$sid/root # the final place; patched binaries embed this path, so it must not move
 sid_versions=${PYAGENT_SID_VERSIONS:-3.13 3.14 3.15}
+ft_versions=${PYAGENT_FT_VERSIONS:-3.14 3.13}
 # Libraries sid's interpreters (and austin) load; apt-cache depends on the interpreter
 # packages names these. The dynamic loader comes with libc6.
 sid_libs="libc6 libgcc-s1 libssl3t64 libexpat1 zlib1g libffi8 libzstd1 liblzma5 libbz2-1.0
@@ -195,8 +202,9 @@ assert out.strip() == sys.prefix, (out, sys.prefix)' 2>&1); then
   # provided) but are worth a line.
   local bad
   bad=$("$py" -c '
-import importlib, importlib.machinery, os, sys, sysconfig
-d = sysconfig.get_path("platstdlib") + "/lib-dynload"
+import importlib, importlib.machinery, os, sys
+# (Not sysconfig: Debian'"'"'s patched scheme names lib/python3.N for a python3.Nt built from source.)
+d = next(p for p in sys.path if p.endswith("/lib-dynload"))
 bad = []
 for f in sorted(os.listdir(d)):
     # The release and debug builds share this directory; each loads only its own suffix.
@@ -419,6 +427,118 @@ otel_proto() {
 }
 
 # ---------------------------------------------------------------------------------------
+# Free-threaded interpreters, built from sid's source packages
+#
+# sid ships no free-threaded binary package, so --ensure-ft builds one per minor version of
+# $ft_versions: `apt-get source` (Debian's patches applied) through a private deb-src
+# configuration beside the binary one (its own lists: the binary lists are not touched), then
+# configure --disable-gil, static (no --enable-shared), make -j2, make install into a scratch
+# DESTDIR that is renamed into $sid/ft-3.N only when complete and verified. The stamp
+# ($sid/ft-3.N/.stamp) names the source version it was built from; a cached build costs no
+# network and no compiler. The newest source version the archive serves is used (the index may
+# name a version whose files the mirror no longer has).
+
+ft_stamp_key() { echo "ft format=1"; }
+
+ft_apt_setup() {
+  local d=$sid/apt-src keyring=/usr/share/keyrings/debian-archive-keyring.gpg signed=""
+  mkdir -p "$d/lists/partial" "$d/cache/archives/partial"
+  [ -f "$keyring" ] && signed="[signed-by=$keyring] "
+  echo "deb-src ${signed}$(debian_mirror) sid main" >"$d/sources.list"
+  ft_apt_opts=(-o "Dir::Etc::SourceList=$d/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache" -o Dir::State::status=/dev/null
+    -o APT::Sandbox::User=root)
+}
+
+# ft_source V DIR: unpacks the newest downloadable python$V source into DIR/src; prints its
+# version.
+ft_source() {
+  local v=$1 dir=$2 ver
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  for ver in $(apt-cache "${ft_apt_opts[@]}" showsrc "python$v" 2>/dev/null |
+    sed -n 's/^Version: //p' | sort -rV); do
+    if (cd "$dir" && apt-get "${ft_apt_opts[@]}" -qq source --download-only "python$v=$ver" \
+      >"$dir/apt.log" 2>&1); then
+      if (cd "$dir" && dpkg-source -q -x ./*.dsc src >>"$dir/apt.log" 2>&1); then
+        echo "$ver"
+        return 0
+      fi
+      log "ft: cannot unpack python$v $ver: $(tail -1 "$dir/apt.log")"
+      return 1
+    fi
+    log "ft: the mirror does not serve python$v $ver's source ($(grep -m1 -o '[0-9]\{3\} .*Found' "$dir/apt.log" || tail -1 "$dir/apt.log"))"
+    rm -f "$dir"/*.dsc "$dir"/*.tar.*
+  done
+  return 1
+}
+
+# ft_verify PY: sid_verify's checks, and the GIL is off and the build says so.
+ft_verify() {
+  sid_verify "$1" || return 1
+  local err
+  if ! err=$("$1" -c 'import sys, sysconfig
+assert sysconfig.get_config_var("Py_GIL_DISABLED") == 1
+assert not sys._is_gil_enabled()' 2>&1); then
+    log "$1 is not free-threaded: $(echo "$err" | tail -1)"
+    return 1
+  fi
+}
+
+# ft_build V: builds python$V with --disable-gil into $sid/ft-$V.
+ft_build() {
+  local v=$1 prefix=$sid/ft-$1 work=$sid/ft-$1.build ver t0=$SECONDS
+  log "ft: building python${v}t from sid's source package (make -j2; some minutes)"
+  ver=$(ft_source "$v" "$work") || { log "ft: no source for python$v"; rm -rf "$work"; return 1; }
+  log "ft: python$v $ver unpacked; configure"
+  # A build that fails is not tried again by every run (--refresh does); its logs stay.
+  echo "$ver" >"$sid/ft-$v.failed"
+  # The bundled libmpdec: Debian 12 has no libmpdec-dev.
+  if ! (cd "$work/src" && ./configure --disable-gil --prefix="$prefix" --with-ensurepip=no \
+    --without-doc-strings --without-system-libmpdec >"$work/configure.log" 2>&1); then
+    log "ft: configure failed: $(tail -3 "$work/configure.log")"
+    return 1
+  fi
+  if ! (cd "$work/src" && make -j2 >"$work/make.log" 2>&1 &&
+    make install DESTDIR="$work/dest" >"$work/install.log" 2>&1); then
+    log "ft: make failed (see $work/*.log): $(tail -3 "$work/make.log")"
+    return 1
+  fi
+  rm -rf "$prefix"
+  mv "$work/dest$prefix" "$prefix"
+  if ! ft_verify "$prefix/bin/python${v}t"; then
+    rm -rf "$prefix"
+    return 1
+  fi
+  { ft_stamp_key; echo "${v}t ok $ver"; } >"$prefix/.stamp"
+  rm -rf "$work" "$sid/ft-$v.failed"
+  log "ft: python${v}t $ver built in $((SECONDS - t0)) s"
+}
+
+ft_ensure() {
+  local v
+  mkdir -p "$sid"
+  exec 9>"$sid/.lock"
+  flock 9
+  for v in $ft_versions; do
+    if [ "$refresh" = 0 ] && [ "$(head -1 "$sid/ft-$v/.stamp" 2>/dev/null)" = "$(ft_stamp_key)" ]; then
+      log "ft: python${v}t cached in $sid/ft-$v"
+      continue
+    fi
+    if [ "$refresh" = 0 ] && [ -f "$sid/ft-$v.failed" ]; then
+      log "ft: python${v}t did not build from $(cat "$sid/ft-$v.failed") (logs in $sid/ft-$v.build; --refresh tries again)"
+      continue
+    fi
+    if [ -z "${ft_apt_opts+x}" ]; then
+      ft_apt_setup
+      apt-get "${ft_apt_opts[@]}" -qq update >&2 || { log "ft: apt-get update (deb-src) failed"; break; }
+    fi
+    ft_build "$v" || log "ft: could not build python${v}t"
+  done
+  flock -u 9
+}
+
+# ---------------------------------------------------------------------------------------
 # Discovery
 
 ensure() {
@@ -451,6 +571,7 @@ ensure() {
   IFS=$IFS_save
 
   sid_ensure
+  [ "$ft" = 0 ] || ft_ensure
   local missing="" state rest
   if [ -f "$root/.stamp" ]; then
     while read -r v state rest; do
@@ -466,6 +587,14 @@ ensure() {
       esac
     done <"$root/.stamp"
   fi
+  local built
+  for v in $ft_versions; do
+    if read -r built state rest < <(sed -n 2p "$sid/ft-$v/.stamp" 2>/dev/null) && [ "$state" = ok ]; then
+      add "sid-$v-ft" "$sid/ft-$v/bin/python$built"
+    elif [ "$ft" = 1 ]; then
+      missing="$missing sid-$v-ft"
+    fi
+  done
   for v in $sid_versions; do
     grep -q "^$v ok" "$root/.stamp" 2>/dev/null || case "$missing" in *"sid-$v("*) ;; *) missing="$missing sid-$v" ;; esac
   done

@@ -50,7 +50,9 @@ ctest_in() { # ctest_in BUILD_DIR LABEL_REGEX
   ctest --test-dir "$1" -L "$2" --output-on-failure --timeout 600 -j 3
 }
 
-stage pythons scripts/pythons.sh --ensure
+# --ensure-ft: the free-threaded interpreter is built once from sid's source (minutes of both
+# CPUs) and cached with the others.
+stage pythons scripts/pythons.sh --ensure-ft
 stage build-release scripts/build.sh release
 stage release ctest_in build/release 'unit|integration'
 stage build-asan scripts/build.sh asan

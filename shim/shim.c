@@ -402,6 +402,18 @@ static void watch_deaths(void) {
  * later (dlopen below), in the thread that loaded it. Once per process. */
 static _Atomic int agent_tried; /* start_agent ran (it runs once) */
 
+/* GIL mode on a free-threaded build whose GIL is off has nothing to measure: 1 after saying
+ * so (what the agent does then ends the line). */
+static int gil_mode_refused(const struct pa_python *p, const char *then) {
+    if (cfg.mode != PA_MODE_GIL || !pa_py_gil_off(p))
+        return 0;
+    pa_log(PA_LOG_ERROR,
+           "Python %s is a free-threaded build whose GIL is off, so GIL mode has nothing to "
+           "measure (PYTHON_GIL=1 turns the GIL on); %s",
+           p->version, then);
+    return 1;
+}
+
 static void start_agent(void) {
     if (atomic_exchange(&agent_tried, 1))
         return;
@@ -414,6 +426,8 @@ static void start_agent(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling", err.msg);
         return;
     }
+    if (gil_mode_refused(&py, "not profiling"))
+        return;
     struct pa_sampler_config sc = {cfg.rate,   cfg.max_depth, cfg.timer_want, cfg.mode,
                                    cfg.native, cfg.opcodes,   cfg.bucket_ms};
 #ifdef PYAGENT_FAULT_INJECTION
@@ -507,6 +521,8 @@ static void follow_again(void) {
         pa_log(PA_LOG_ERROR, "%s; not profiling Python any more", err.msg);
         return; /* stays gone: the handler reads nothing */
     }
+    if (gil_mode_refused(&again, "not profiling Python any more"))
+        return;
     py = again;
     pa_sampler_set_python(&py);
     if (cfg.native) {

@@ -19,6 +19,9 @@
 #include <internal/pycore_frame.h>
 #include <internal/pycore_code.h>
 #endif
+#ifdef Py_GIL_DISABLED
+#include <internal/pycore_pystate.h>
+#endif
 
 #define OFF(type, field) ((unsigned)offsetof(type, field))
 
@@ -82,8 +85,19 @@ int main(void) {
     line_kind = 0;
 #endif
 #endif
-    printf("    /* 3.%d */\n", PY_MINOR_VERSION);
-    printf("    {.minor = %d,\n", PY_MINOR_VERSION);
+    /* A free-threaded build (Py_GIL_DISABLED) has a row of its own: its object header is
+     * larger (ob_tid, flags, a mutex, split reference counts before ob_type), so every
+     * object's fields move. */
+#ifdef Py_GIL_DISABLED
+    const char *build = "t";
+    int free_threaded = 1;
+#else
+    const char *build = "";
+    int free_threaded = 0;
+#endif
+    printf("    /* 3.%d%s */\n", PY_MINOR_VERSION, build);
+    printf("    {.minor = %d, .free_threaded = %d, .ob_type = %u,\n", PY_MINOR_VERSION,
+           free_threaded, OFF(PyObject, ob_type));
     printf("     .frame_kind = %u, .line_kind = %u, .owner_skip = %u,\n", frame_kind, line_kind,
            owner_skip);
 #if PY_VERSION_HEX >= 0x03090000
@@ -164,6 +178,16 @@ int main(void) {
     printf("     .fr_is_entry = %u,\n", OFF(_PyInterpreterFrame, is_entry));
 #else
     printf("     .fr_is_entry = 0,\n");
+#endif
+    /* A free-threaded build has no GIL to hold (unless PYTHON_GIL=1): what stands for it is
+     * the thread state's attachment to the interpreter (PyThreadState.state), attached while
+     * the thread runs Python, detached around blocking calls and during another thread's
+     * stop-the-world collection. */
+#ifdef Py_GIL_DISABLED
+    _Static_assert(_Py_THREAD_ATTACHED == 1, "the agent reads attached as 1");
+    printf("     .ts_attached = %u,\n", OFF(PyThreadState, state));
+#else
+    printf("     .ts_attached = 0,\n");
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the

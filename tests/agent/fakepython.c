@@ -1,10 +1,12 @@
 /* fakepython.c: a program that looks like CPython to the agent (it exports Py_GetVersion,
  * Py_IsInitialized, _PyRuntime and the type objects) but is not one, so tests can show what
  * the agent does with builds it must refuse: a version it does not know (3.16), a
- * free-threaded 3.13, a 3.13 whose _PyRuntime has no debug-offsets cookie.
+ * free-threaded 3.15 (no free-threaded layout known for it), a 3.13 whose _PyRuntime has no
+ * debug-offsets cookie.
  * The version string comes from FAKEPY_VERSION (default 3.16.0); _PyRuntime is static data,
  * as in CPython, because the agent reads it before main(): built three times, with
- * -DFAKE_FREE_THREADED=1 and -DFAKE_NO_COOKIE=1 for the other two cases.
+ * -DFAKE_FREE_THREADED=1 -DFAKE_VERSION_HEX=0x030F00F0 and -DFAKE_NO_COOKIE=1 for the other
+ * two cases.
  * It "initializes", runs a little, prints "fake done" and exits 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,12 +17,17 @@
 #ifndef FAKE_FREE_THREADED
 #define FAKE_FREE_THREADED 0
 #endif
+/* The version _Py_DebugOffsets claims: 3.13.0 final; the free-threaded fake claims 3.15.0, a
+ * version whose free-threaded build the agent has no layout for. */
+#ifndef FAKE_VERSION_HEX
+#define FAKE_VERSION_HEX 0x030D00F0
+#endif
 #ifdef FAKE_NO_COOKIE
 __attribute__((visibility("default"))) uint64_t _PyRuntime[4096];
 #else
-/* "xdebugpy" little-endian, then the version (3.13.0 final) and free_threaded. */
+/* "xdebugpy" little-endian, then the version and free_threaded. */
 __attribute__((visibility("default")))
-uint64_t _PyRuntime[4096] = {0x7970677562656478ULL, 0x030D00F0, FAKE_FREE_THREADED};
+uint64_t _PyRuntime[4096] = {0x7970677562656478ULL, FAKE_VERSION_HEX, FAKE_FREE_THREADED};
 #endif
 __attribute__((visibility("default"))) char PyCode_Type[256], PyUnicode_Type[256],
     PyBytes_Type[256];

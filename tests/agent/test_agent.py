@@ -30,7 +30,8 @@ ACCURACY_SAMPLES = 5000
 
 
 def test_accuracy(ctx):
-    """Shares of two functions and two threads within 2 points of thread_time(), >= 5000 samples.
+    """Shares of two functions and two threads within 2 points of thread_time(), >= 5000 samples
+    (on a free-threaded build the second thread runs Python, in parallel with the first).
     The program burns a fixed amount of its own CPU time (20% more than 5000 samples stand
     for at the rate asked), so the count follows from CPU time, not from the machine's load;
     and the samples in the measured functions stand for at least 80% of their measured CPU."""
@@ -38,14 +39,20 @@ def test_accuracy(ctx):
     # that 250 Hz needs (CI's time); the handler and the weights are the same at every rate.
     rate = 1000
     cpu = 1.2 * ACCURACY_SAMPLES / rate
-    r = ctx.run(["accuracy.py", "truth.json", "%.1f" % cpu], env={"PYAGENT_RATE": str(rate)}, cwd=None)
+    # A free-threaded build: the second thread runs Python too, in parallel with the first
+    # (both walk their own frames and fill the code cache at the same moment).
+    second = ("burner", "thread:Burner", ["python"]) if free_threaded(ctx) else ("compressor", "thread:Compressor", [])
+    r = ctx.run(["accuracy.py", "truth.json", "%.1f" % cpu] + second[2], env={"PYAGENT_RATE": str(rate)}, cwd=None)
     check(r.rc == 0, "accuracy.py failed: %s" % r.err[-2000:])
     truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    if second[2]:
+        check(json.load(open(os.path.join(r.cwd, "truth.json.gil"))) is False,
+              "the free-threaded build ran with its GIL on")
     p = r.profile()
     got = {
         "spin_a": p.total(lambda fr: frame_name(fr[-1]) == "spin_a"),
         "spin_b": p.total(lambda fr: frame_name(fr[-1]) == "spin_b"),
-        "compressor": p.total(lambda fr: fr[0] == "thread:Compressor"),
+        second[0]: p.total(lambda fr: fr[0] == second[1]),
     }
     n = sum(got.values())
     tsum = sum(truth.values())
@@ -234,7 +241,8 @@ def test_unsupported_builds(ctx):
     fake = ctx.fakepython
     cases += [
         ([fake], {"FAKEPY_VERSION": "3.16.0"}, "newer than pyagent knows"),
-        ([fake + "_ft"], {"FAKEPY_VERSION": "3.13.0"}, "free-threaded"),
+        # A free-threaded build of a version the table has no free-threaded row for.
+        ([fake + "_ft"], {"FAKEPY_VERSION": "3.15.0"}, "free-threaded"),
         ([fake + "_nocookie"], {"FAKEPY_VERSION": "3.13.0"}, "layout unknown"),
     ]
     check(len(cases) >= 3, "no case to test")
@@ -461,9 +469,26 @@ def test_wall_mode_blocking_calls(ctx):
     check(p.total(lambda fr: frame_name(fr[-1]) == "<idle>") > 100, "the blocked threads were not sampled")
 
 
+def free_threaded(ctx):
+    """Is ctx's interpreter a free-threaded build (Py_GIL_DISABLED)?"""
+    r = ctx.run([ctx.python, "-c", "import sysconfig; print(sysconfig.get_config_var('Py_GIL_DISABLED') or 0)"],
+                agent=False)
+    return r.out.strip() == "1"
+
+
 def test_gil_mode(ctx):
-    """PYAGENT_MODE=gil: only the GIL holder is sampled, never the sleeping thread."""
-    r = ctx.same_as_without(["modes.py", "truth.json", "gil"], env={"PYAGENT_MODE": "gil"})
+    """PYAGENT_MODE=gil: only the GIL holder is sampled, never the sleeping thread. A
+    free-threaded build without its GIL refuses the mode with one line (the program runs as
+    without the agent); PYTHON_GIL=1 turns the GIL on there, and the mode works."""
+    env = {"PYAGENT_MODE": "gil"}
+    if free_threaded(ctx):
+        r = ctx.same_as_without(["modes.py", "truth.json", "gil"], env=env)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(len(lines) == 1 and "GIL is off" in lines[0] and "not profiling" in lines[0],
+              "expected one line refusing GIL mode, got %r" % lines)
+        check(not r.profiles(), "a profile was written")
+        env["PYTHON_GIL"] = "1"
+    r = ctx.same_as_without(["modes.py", "truth.json", "gil"], env=env)
     p = r.profile()
     check(p.meta.get("mode") == "gil", "header %r" % p.meta)
     check(p.total(lambda fr: fr[0] == "thread:sleepy") == 0, "the sleeping thread was sampled")
@@ -591,8 +616,11 @@ def test_blocked_threads_sampled(ctx):
     waiting for a CPU and is counted at the stack it is in at each tick. Stacks that changed
     under every read count as <unknown>, never as someone else's frames."""
     rate = 1000
+    ft = free_threaded(ctx)
     for mode, timer in (("cpu", "perf"), ("cpu", "cpu"), ("cpu", "native"), ("wall", "auto"), ("gil", "auto")):
         env = {"PYAGENT_RATE": str(rate), "PYAGENT_MODE": mode}
+        if mode == "gil" and ft:
+            env["PYTHON_GIL"] = "1"  # GIL mode needs a GIL (test_gil_mode: refused without one)
         if timer in ("perf", "cpu"):
             env["PYAGENT_TIMER"] = timer
         if timer == "native":
@@ -960,7 +988,9 @@ def test_opcodes(ctx):
     offset dis lists for that function, with dis's name or one of its specialized forms, and
     the columns of its source span exactly when co_positions() gives that offset a span on the
     frame's line (start line == end line == the line, both columns known), those columns; some
-    samples carry one. Before 3.11 frames carry no instruction (and nothing breaks)."""
+    samples carry one. Before 3.11 frames carry no instruction (and nothing breaks). hot()
+    runs in two threads at once, both sampled (on a free-threaded 3.14 each runs its own copy
+    of the bytecode, specialized by that thread)."""
     r = ctx.run(["opcodes.py", "names.json"], env={"PYAGENT_OPCODES": "1"})
     check(r.rc == 0, "opcodes.py failed: %s" % r.err[-2000:])
     info = json.load(open(os.path.join(r.cwd, "names.json")))
@@ -968,6 +998,9 @@ def test_opcodes(ctx):
     hot = [(f, c) for frames, c in p.stacks for f in frames[-1:] if f.startswith("hot (")]
     total = sum(c for _, c in hot)
     check(total >= 150, "too few samples in hot() (1.5 s of CPU at 250 Hz): %d" % total)
+    for thread in ("thread:MainThread", "thread:Other"):
+        check(p.total(lambda fr: fr[0] == thread and fr[-1].startswith("hot (")) > 0,
+              "no sample of hot() in %s" % thread)
     if tuple(info["version"]) < (3, 11):
         check(not any(" @" in f for frames, _ in p.stacks for f in frames), "an instruction before 3.11")
         return

@@ -1,5 +1,6 @@
 """Known CPU split: the main thread alternates between two pure-Python functions (30/70),
-a second thread compresses with zlib (the GIL is released inside). Each measures its own CPU
+a second thread compresses with zlib (the GIL is released inside), or with argv[3] "python"
+runs a pure-Python loop (in parallel on a free-threaded build). Each measures its own CPU
 with time.thread_time(); the truth goes to the JSON file named by argv[1].
 
 Both threads work until the process's own CPU clock (time.process_time()) reaches argv[2]
@@ -60,11 +61,35 @@ def compress_work():
     truth["compressor"] = time.thread_time() - start
 
 
+def spin_c():
+    x = 0
+    for i in range(20000):
+        x += i & 7
+    return x
+
+
+def python_work():
+    start = time.thread_time()
+    while time.process_time() < CPU_SECONDS:
+        spin_c()
+    truth["burner"] = time.thread_time() - start
+
+
 if __name__ == "__main__":  # blocked.py borrows main_work
-    t = threading.Thread(target=compress_work, name="Compressor")
+    # argv[3] "python": the second thread runs Python too (spin_c), which a free-threaded build
+    # runs in parallel with the main thread's; "Burner" then, not "Compressor".
+    if len(sys.argv) > 3 and sys.argv[3] == "python":
+        t = threading.Thread(target=python_work, name="Burner")
+    else:
+        t = threading.Thread(target=compress_work, name="Compressor")
     t.start()
     main_work()
     t.join()
+    # Whether the two threads could run in parallel: a free-threaded build runs without a GIL
+    # unless something turned it on (PYTHON_GIL=1, an extension module not marked safe).
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    with open(sys.argv[1] + ".gil", "w") as f:
+        json.dump(gil, f)
     with open(sys.argv[1], "w") as f:
         json.dump(truth, f)
     print("accuracy done")

@@ -5,10 +5,12 @@
 OUT.json maps each instruction offset of hot() to the names a sample may give it: its opcode
 as dis shows it and, from 3.11, the specialized forms the interpreter may rewrite it to; and
 each offset to its source span, [line, end line, column, end column] as co_positions() gives
-it (3.11+; None where the table has none)."""
+it (3.11+; None where the table has none). hot() runs in the main thread and in a thread named
+Other at once."""
 import dis
 import json
 import sys
+import threading
 import time
 
 
@@ -41,8 +43,19 @@ for ins in dis.get_instructions(hot):
     if sys.version_info >= (3, 11):
         spans[ins.offset] = list(ins.positions)
 until = time.process_time() + 1.5  # CPU time: the same samples on a loaded machine
-while time.process_time() < until:
-    hot(100_000)
+
+
+def burn():
+    while time.process_time() < until:
+        hot(100_000)
+
+
+# hot() runs in two threads at once: a free-threaded 3.14 gives each thread that specializes
+# a function its own copy of the bytecode, whose offsets count from that copy.
+other = threading.Thread(target=burn, name="Other")
+other.start()
+burn()
+other.join()
 # The agent thread finds the instructions' columns while the interpreter runs (every 100 ms):
 # time for it to see the last samples' before the profile is written after finalization.
 time.sleep(0.5)
