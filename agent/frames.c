@@ -26,6 +26,7 @@
 #include "codecache.h"
 #include "native.h"
 #include "guard.h"
+#include "tasks.h"
 
 #ifdef PYAGENT_FAULT_INJECTION
 unsigned pa_walk_inject_every;
@@ -377,6 +378,11 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         out[depth].instr = 0;
         depth++;
     }
+    /* The running asyncio task (3.14+): its frame goes right above its coroutine's frame,
+     * the one frame of the chain that lives inside the coroutine object. */
+    uintptr_t task_at = 0, task_name = 0;
+    if (ts && !pa_task_running(py, ts, &task_at, &task_name))
+        task_at = 0;
     uintptr_t f = ts ? top_frame(py, ts) : 0;
 #ifdef PYAGENT_FAULT_INJECTION
     if (pa_walk_inject_every &&
@@ -429,6 +435,11 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
             if (id == PA_SYN_UNKNOWN)
                 counts->unreadable++;
             depth++;
+        }
+        if (f == task_at && depth < room - 1) {
+            out[depth] = pa_task_frame(py, task_name);
+            depth++;
+            task_at = 0;
         }
         if (marks && entry && depth < room - 1) {
             out[depth].id = PA_SYN_ENTRY;

@@ -136,6 +136,8 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     TAKE(gil_off);
     TAKE(is_id);
     TAKE(ts_status);
+    if (l->dbg.gen_iframe) /* 3.14+ */
+        TAKE(gen_iframe);
     /* The GIL's fields are published relative to the interpreter's own embedded GIL. */
     l->gil_locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]);
     l->gil_holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
@@ -186,6 +188,7 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
     py->unicode_type = (uintptr_t)sym("PyUnicode_Type");
     py->bytes_type = (uintptr_t)sym("PyBytes_Type");
     py->none = (uintptr_t)sym("_Py_NoneStruct");
+    py->long_type = (uintptr_t)sym("PyLong_Type");
     if (!py->code_type || !py->unicode_type || !py->bytes_type) {
         pa_fail(err, "Python %s does not export its type objects", py->version);
         return -1;

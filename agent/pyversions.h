@@ -47,13 +47,16 @@ struct pa_layout {
     /* The exception being handled: PyThreadState.exc_info (a _PyErr_StackItem *), and in an
      * item its exception (exc_type up to 3.10, exc_value from 3.11) and previous_item. */
     unsigned ts_exc_info, ei_value, ei_previous;
+    /* 3.11+: PyGenObject.gi_iframe, where a coroutine's own frame sits in its object. */
+    unsigned gen_iframe;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
             is_threads_head, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_thread_id,
             fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
             co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size,
-            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status, is_gc, gc_collecting;
+            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status, is_gc, gc_collecting,
+            gen_iframe;
     } dbg;
 };
 
@@ -71,7 +74,8 @@ struct pa_python {
     uintptr_t code_type;  /* &PyCode_Type */
     uintptr_t unicode_type;
     uintptr_t bytes_type;
-    uintptr_t none; /* &_Py_NoneStruct: an exception slot holding None handles nothing */
+    uintptr_t none;      /* &_Py_NoneStruct: an exception slot holding None handles nothing */
+    uintptr_t long_type; /* &PyLong_Type: an asyncio task's default name is an int */
     struct pa_layout layout;
     int debug_offsets; /* 1 when _Py_DebugOffsets confirmed the layout (3.13+) */
 };

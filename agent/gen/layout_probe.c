@@ -159,6 +159,13 @@ int main(void) {
 #else
     printf("     .fr_is_entry = 0,\n");
 #endif
+    /* 3.11+: a generator's or coroutine's frame is embedded in its object, at gi_iframe: an
+     * asyncio task's coroutine frame is found in a thread's chain by its address. */
+#if PY_VERSION_HEX >= 0x030B0000
+    printf("     .gen_iframe = %u,\n", OFF(PyGenObject, gi_iframe));
+#else
+    printf("     .gen_iframe = 0,\n");
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the
      * agent can read the live interpreter's own offsets and prefer them to this table. */
@@ -190,8 +197,12 @@ int main(void) {
            DBG(interpreter_state.gil_runtime_state_locked),
            DBG(interpreter_state.gil_runtime_state_holder), DBG(interpreter_state.id),
            DBG(thread_state.status));
-    printf("             .is_gc = %u, .gc_collecting = %u}},\n", DBG(interpreter_state.gc),
+    printf("             .is_gc = %u, .gc_collecting = %u", DBG(interpreter_state.gc),
            DBG(gc.collecting));
+#if PY_VERSION_HEX >= 0x030E0000
+    printf(", .gen_iframe = %u", DBG(gen_object.gi_iframe));
+#endif
+    printf("}},\n");
 #else
     printf("     .dbg = {0}},\n");
 #endif
