@@ -1130,6 +1130,20 @@ def test_dump_threads(ctx):
     dump_eventually(ctx, prog, checks)
 
 
+def test_dump_task(ctx):
+    """`pyagent dump PID`, 3.14+: a thread stopped inside an asyncio task (its coroutine
+    blocked in time.sleep) shows the task as a task:NAME line right above the coroutine."""
+    prog = Started(ctx, ["stuck.py", "task"], env={"PYAGENT_DUMP": "1"})  # single-threaded
+
+    def checks(out, threads):
+        check_innermost(threads, "MainThread", "stuck_task", "TASK", out)
+        lines = out.splitlines()
+        at = next(i for i, l in enumerate(lines) if re.match(r'^  File ".*stuck\.py", line \d+, in stuck_task$', l))
+        check(lines[at - 1] == "  task:stuck-task", "no task line above the coroutine:\n" + out)
+
+    dump_eventually(ctx, prog, checks)
+
+
 def test_dump_gil_deadlock(ctx):
     """A process whose main thread holds the GIL inside a C call that never returns (ctypes.PyDLL
     keeps the GIL) still answers: both threads' stacks, the spinner waiting for the GIL."""
@@ -1409,7 +1423,8 @@ PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
 # 3.12, the two newest): cases about the process's life (signals, deaths, fork, pools,
 # configuration, rates), whose code paths do not depend on the interpreter's structures.
 SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
-          "subinterpreter_churn": "since-3.12", "aiohttp_tasks": "since-3.14"}
+          "subinterpreter_churn": "since-3.12", "aiohttp_tasks": "since-3.14",
+          "dump_task": "since-3.14"}
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
