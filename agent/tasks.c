@@ -36,10 +36,11 @@ static _Atomic unsigned long names_used, names_full;
 #define COUNTER_FLAG 0x80000000u
 
 static struct pa_asyncio_offsets offsets;
-static _Atomic int known;
+static _Atomic int claimed, known;
 
 void pa_tasks_set_offsets(const struct pa_asyncio_offsets *o) {
-    if (atomic_load(&known))
+    /* Two threads may load _asyncio at once (dlopen is not serialized for us): one writes. */
+    if (atomic_exchange(&claimed, 1))
         return;
     offsets = *o;
     atomic_store_explicit(&known, 1, memory_order_release);
