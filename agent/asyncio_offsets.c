@@ -1,6 +1,7 @@
 /* asyncio_offsets.c: finds the layout CPython 3.14+ publishes for its own tools about
  * asyncio (_Py_AsyncioModuleDebugOffsets: the task object's fields and the thread state's
- * running task), so that the walk can name the running task (agent/tasks.h).
+ * running task), so that the walk can name the running task (agent/tasks.h); before 3.14,
+ * the agent's own knowledge of the task object.
  *
  * Normal context only. The block sits in an ELF section of its own, .AsyncioDebug, of the
  * object that holds the _asyncio module: the executable or libpython when the module is
@@ -123,8 +124,26 @@ static int visit(struct dl_phdr_info *info, size_t len, void *arg) {
     return 1;
 }
 
+/* Before 3.14 nothing is published: TaskObj is private to Modules/_asynciomodule.c, so its
+ * task_coro and task_name come from the agent's own knowledge, measured on each version
+ * (the words of a task object compared with the addresses of its coroutine and its name)
+ * and checked by test_agent.py's asyncio_tasks on every interpreter, Debian's and the debug
+ * builds included. 3.13 dropped fields from FutureObj, hence its smaller offsets. */
+static const struct {
+    unsigned minor, task_coro, task_name;
+} private_layouts[] = {{11, 136, 144}, {12, 136, 144}, {13, 120, 128}};
+
 void pa_asyncio_find(const struct pa_python *py, const char *loaded) {
-    if (py->minor < 14 || py->minor > 15 || pa_tasks_known())
+    if (pa_tasks_known())
+        return;
+    for (size_t i = 0; i < sizeof private_layouts / sizeof private_layouts[0]; i++)
+        if (private_layouts[i].minor == py->minor) {
+            struct pa_asyncio_offsets o = {0, private_layouts[i].task_name,
+                                           private_layouts[i].task_coro};
+            pa_tasks_set_offsets(&o);
+            return;
+        }
+    if (py->minor < 14 || py->minor > 15)
         return;
     if (loaded && !strstr(loaded, "_asyncio"))
         return;

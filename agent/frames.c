@@ -378,11 +378,10 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         out[depth].instr = 0;
         depth++;
     }
-    /* The running asyncio task (3.14+): its frame goes right above its coroutine's frame,
+    /* The running asyncio task (3.11+): its frame goes right above its coroutine's frame,
      * the one frame of the chain that lives inside the coroutine object. */
-    uintptr_t task_at = 0, task_name = 0;
-    if (ts && !pa_task_running(py, ts, &task_at, &task_name))
-        task_at = 0;
+    struct pa_running_task tasks[PA_TASKS_MAX];
+    int ntasks = ts ? pa_task_running(py, ts, tasks) : 0;
     uintptr_t f = ts ? top_frame(py, ts) : 0;
 #ifdef PYAGENT_FAULT_INJECTION
     if (pa_walk_inject_every &&
@@ -436,11 +435,13 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
                 counts->unreadable++;
             depth++;
         }
-        if (f == task_at && depth < room - 1) {
-            out[depth] = pa_task_frame(py, task_name);
-            depth++;
-            task_at = 0;
-        }
+        for (int k = 0; k < ntasks && depth < room - 1; k++)
+            if (f == tasks[k].frame) {
+                out[depth] = pa_task_frame(py, tasks[k].name);
+                depth++;
+                tasks[k].frame = 0; /* once */
+                break;
+            }
         if (marks && entry && depth < room - 1) {
             out[depth].id = PA_SYN_ENTRY;
             out[depth].line = 0;

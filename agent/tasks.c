@@ -50,8 +50,131 @@ int pa_tasks_known(void) {
     return atomic_load(&known);
 }
 
-int pa_task_running(const struct pa_python *py, uintptr_t ts, uintptr_t *coro_frame,
-                    uintptr_t *name) {
+/* One task's candidate: its coroutine's frame and its name, or 0. */
+static int candidate(const struct pa_python *py, uintptr_t task, struct pa_running_task *out) {
+    if (!task || !pa_aligned(task, 8))
+        return 0;
+    uintptr_t coro = PA_READ(uintptr_t, task + offsets.task_coro);
+    uintptr_t name = PA_READ(uintptr_t, task + offsets.task_name);
+    if (!pa_aligned(coro, 8) || !pa_aligned(name, 8))
+        return 0;
+    out->frame = coro + py->layout.gen_iframe;
+    out->name = name;
+    return 1;
+}
+
+/* ---- 3.11-3.13: the _asyncio module's _current_tasks dict ------------------------------ *
+ *
+ * Those versions keep each event loop's running task in a dict, loop -> task, that the
+ * module also exposes as _asyncio._current_tasks. The handler finds it once by reading
+ * sys.modules and the module's dict, then reads its few entries each sample (no running
+ * loop: one read of its size). The search costs a pass over sys.modules, so it is tried only
+ * when sys.modules has grown or shrunk since the last try (an import happened: perhaps
+ * asyncio's): a few times during a program's imports, then never. */
+
+/* A dict's entries (3.11+, not split): where they start, how many slots, their size and
+ * where key and value sit in one. Keys of the general kind are (hash, key, value), of the
+ * str-only kind (key, value). */
+struct entries {
+    uintptr_t base;
+    long n;
+    unsigned size, key, value;
+};
+
+static int dict_entries(const struct pa_python *py, uintptr_t dict, struct entries *e) {
+    const struct pa_layout *l = &py->layout;
+    if (!pa_aligned(dict, 8) || PA_READ(uintptr_t, dict + 8) != py->dict_type ||
+        PA_READ(uintptr_t, dict + l->dict_values) != 0)
+        return 0;
+    uintptr_t keys = PA_READ(uintptr_t, dict + l->dict_keys);
+    if (!pa_aligned(keys, 8))
+        return 0;
+    unsigned kind = PA_READ(uint8_t, keys + l->dk_kind);
+    unsigned log2_index_bytes = PA_READ(uint8_t, keys + l->dk_log2_index_bytes);
+    e->n = PA_READ(long, keys + l->dk_nentries);
+    if (log2_index_bytes > 32 || e->n < 0 || e->n > (1L << 20) || kind > 1)
+        return 0;
+    e->base = keys + l->dk_indices + ((uintptr_t)1 << log2_index_bytes);
+    e->size = kind == 0 ? 24 : 16;
+    e->key = kind == 0 ? 8 : 0;
+    e->value = e->key + 8;
+    return 1;
+}
+
+/* Is s the ASCII str key[0..len)? */
+static int str_is(const struct pa_python *py, uintptr_t s, const char *key, long len) {
+    const struct pa_layout *l = &py->layout;
+    if (!pa_aligned(s, 8) || PA_READ(uintptr_t, s + 8) != py->unicode_type ||
+        PA_READ(long, s + l->u_length) != len || !((PA_READ(uint32_t, s + l->u_state) >> 6) & 1))
+        return 0;
+    for (long i = 0; i < len; i++)
+        if (PA_READ(char, s + l->u_ascii_size + i) != key[i])
+            return 0;
+    return 1;
+}
+
+/* dict[key] for an ASCII str key, or 0. Bounded by the dict's own size. */
+static uintptr_t dict_get(const struct pa_python *py, uintptr_t dict, const char *key) {
+    struct entries e;
+    if (!dict_entries(py, dict, &e))
+        return 0;
+    long len = (long)strlen(key);
+    for (long i = 0; i < e.n; i++) {
+        uintptr_t at = e.base + (uintptr_t)i * e.size;
+        if (str_is(py, PA_READ(uintptr_t, at + e.key), key, len))
+            return PA_READ(uintptr_t, at + e.value);
+    }
+    return 0;
+}
+
+static _Atomic uintptr_t current_tasks, current_interp;
+static _Atomic long searched_len = -1;
+
+/* _asyncio._current_tasks of the main interpreter interp, once it is imported, or 0. */
+static uintptr_t find_current_tasks(const struct pa_python *py, uintptr_t interp) {
+    const struct pa_layout *l = &py->layout;
+    if (PA_READ(int64_t, interp + l->is_id) != 0)
+        return 0;
+    uintptr_t modules = PA_READ(uintptr_t, interp + l->is_modules);
+    if (!pa_aligned(modules, 8) || PA_READ(uintptr_t, modules + 8) != py->dict_type)
+        return 0;
+    long len = PA_READ(long, modules + l->dict_used);
+    if (len == atomic_load_explicit(&searched_len, memory_order_relaxed))
+        return 0;
+    atomic_store_explicit(&searched_len, len, memory_order_relaxed);
+    uintptr_t mod = dict_get(py, modules, "_asyncio");
+    if (!pa_aligned(mod, 8) || PA_READ(uintptr_t, mod + 8) != py->module_type)
+        return 0;
+    uintptr_t tasks = dict_get(py, PA_READ(uintptr_t, mod + l->mod_dict), "_current_tasks");
+    if (!pa_aligned(tasks, 8) || PA_READ(uintptr_t, tasks + 8) != py->dict_type)
+        return 0;
+    atomic_store_explicit(&current_interp, interp, memory_order_relaxed);
+    atomic_store_explicit(&current_tasks, tasks, memory_order_release);
+    return tasks;
+}
+
+static int running_in_dict(const struct pa_python *py, uintptr_t ts, struct pa_running_task *out) {
+    const struct pa_layout *l = &py->layout;
+    uintptr_t interp = PA_READ(uintptr_t, ts + l->ts_interp);
+    if (!pa_aligned(interp, 8))
+        return 0;
+    uintptr_t tasks = atomic_load_explicit(&current_tasks, memory_order_acquire);
+    if (!tasks)
+        tasks = find_current_tasks(py, interp);
+    if (!tasks || atomic_load_explicit(&current_interp, memory_order_relaxed) != interp ||
+        PA_READ(long, tasks + l->dict_used) <= 0)
+        return 0;
+    struct entries e;
+    if (!dict_entries(py, tasks, &e))
+        return 0;
+    int n = 0;
+    /* Deleted entries stay in the entries array until a resize: a few loops' worth. */
+    for (long i = 0; i < e.n && i < 64 && n < PA_TASKS_MAX; i++)
+        n += candidate(py, PA_READ(uintptr_t, e.base + (uintptr_t)i * e.size + e.value), &out[n]);
+    return n;
+}
+
+int pa_task_running(const struct pa_python *py, uintptr_t ts, struct pa_running_task *out) {
     if (!atomic_load_explicit(&known, memory_order_acquire) || !py->layout.gen_iframe)
         return 0;
     sigjmp_buf env;
@@ -61,18 +184,11 @@ int pa_task_running(const struct pa_python *py, uintptr_t ts, uintptr_t *coro_fr
         pa_guard_env = prev;
         return 0;
     }
-    int found = 0;
-    uintptr_t task = PA_READ(uintptr_t, ts + offsets.ts_running_task);
-    if (task && pa_aligned(task, 8)) {
-        uintptr_t coro = PA_READ(uintptr_t, task + offsets.task_coro);
-        *name = PA_READ(uintptr_t, task + offsets.task_name);
-        if (coro && pa_aligned(coro, 8) && pa_aligned(*name, 8)) {
-            *coro_frame = coro + py->layout.gen_iframe;
-            found = 1;
-        }
-    }
+    int n = offsets.ts_running_task
+                ? candidate(py, PA_READ(uintptr_t, ts + offsets.ts_running_task), out)
+                : running_in_dict(py, ts, out);
     pa_guard_env = prev;
-    return found;
+    return n;
 }
 
 /* FNV-1a: names are short, and equal bytes must meet in the same probe run. */

@@ -4,7 +4,8 @@
  * SIGNAL-HANDLER SIDE for pa_task_running and pa_task_frame (the walk calls them); the rest
  * is normal context. The offsets come from the block CPython 3.14+ publishes for its own
  * tools in the _asyncio module's .AsyncioDebug section (agent/asyncio_offsets.c finds it when
- * the module is loaded); until then, and on older versions, no task frame is made. */
+ * the module is loaded), or on 3.11-3.13 from the agent's own table; until then, and before
+ * 3.11, no task frame is made. */
 #ifndef PA_TASKS_H
 #define PA_TASKS_H
 
@@ -14,7 +15,9 @@
 #include "frames.h"
 #include "pyversions.h"
 
-/* Where the running task and its parts are, from the published block. */
+/* Where the running task and its parts are: from the published block (3.14+), or from the
+ * agent's own table with ts_running_task 0 (3.11-3.13: the running tasks are found in the
+ * _asyncio module's _current_tasks dict instead). */
 struct pa_asyncio_offsets {
     unsigned ts_running_task; /* _PyThreadStateImpl.asyncio_running_task (a strong reference) */
     unsigned task_name;       /* TaskObj.task_name: a str, or an int N named Task-N */
@@ -26,12 +29,20 @@ void pa_tasks_set_offsets(const struct pa_asyncio_offsets *o);
 /* Normal context: are they known? */
 int pa_tasks_known(void);
 
+/* A task that may be the one the sampled thread runs: where its coroutine's frame is (in the
+ * coroutine object, where a thread's frame chain meets it) and its name object. */
+struct pa_running_task {
+    uintptr_t frame, name;
+};
+enum { PA_TASKS_MAX = 4 };
+
 /* Signal-safe, under the caller's guard (it arms one of its own, so a fault here costs only
- * the task frame): the task that thread state ts runs now. Returns 1 with the address of its
- * coroutine's frame (in the coroutine object, where the thread's frame chain meets it) and
- * its name object; 0 when the thread runs no task or the offsets are not known. */
-int pa_task_running(const struct pa_python *py, uintptr_t ts, uintptr_t *coro_frame,
-                    uintptr_t *name);
+ * the task frame): the tasks thread state ts may be running now, at most PA_TASKS_MAX into
+ * out; returns how many. 3.14+: the thread's own running task. 3.11-3.13: the running task
+ * of every event loop of ts's interpreter (one per thread that runs a loop), the caller
+ * keeping the one whose coroutine frame is on its chain; only the main interpreter's. 0 when
+ * none runs or the offsets are not known. */
+int pa_task_running(const struct pa_python *py, uintptr_t ts, struct pa_running_task *out);
 
 /* Signal-safe, under the caller's guard: the PA_SYN_TASK frame naming the name object. A str
  * name is copied (a bounded prefix) into a lock-free table of names and the frame carries its

@@ -429,11 +429,12 @@ otel_proto() {
 }
 
 # aiohttp: sid's aiohttp and the packages it imports (their C extensions built for sid's
-# supported interpreters), for the asyncio task cases of tests/agent.
+# supported interpreters; elsewhere their pure-Python fallbacks run; typing_extensions for
+# interpreters before 3.13), for the asyncio task cases of tests/agent.
 aiohttp() {
-  sid_packages aiohttp usr/lib/python3/dist-packages/aiohttp/web.py python3-aiohttp \
+  sid_packages aiohttp usr/lib/python3/dist-packages/typing_extensions.py python3-aiohttp \
     python3-multidict python3-yarl python3-frozenlist python3-aiosignal python3-propcache \
-    python3-aiohappyeyeballs python3-attr python3-idna
+    python3-aiohappyeyeballs python3-attr python3-idna python3-typing-extensions
 }
 
 # ---------------------------------------------------------------------------------------

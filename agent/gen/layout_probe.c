@@ -16,6 +16,8 @@
 #if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
 #include <internal/pycore_code.h>
+#include <internal/pycore_dict.h>
+#include <internal/pycore_moduleobject.h>
 #endif
 
 #define OFF(type, field) ((unsigned)offsetof(type, field))
@@ -166,6 +168,22 @@ int main(void) {
 #else
     printf("     .gen_iframe = 0,\n");
 #endif
+    /* 3.11-3.13 keep a loop's running task in the _asyncio module's _current_tasks dict: the
+     * walk finds it through sys.modules (the interpreter's modules dict) and reads dicts'
+     * entries (the keys object's indices, then its entries) and a module's md_dict. */
+#if PY_VERSION_HEX >= 0x030B0000
+#if PY_VERSION_HEX >= 0x030C0000
+    unsigned is_modules = OFF(PyInterpreterState, imports.modules);
+#else
+    unsigned is_modules = OFF(PyInterpreterState, modules);
+#endif
+    printf("     .is_modules = %u, .dict_used = %u, .dict_keys = %u, .dict_values = %u,\n", is_modules,
+           OFF(PyDictObject, ma_used), OFF(PyDictObject, ma_keys), OFF(PyDictObject, ma_values));
+    printf("     .dk_log2_index_bytes = %u, .dk_kind = %u, .dk_nentries = %u, .dk_indices = %u,\n",
+           OFF(PyDictKeysObject, dk_log2_index_bytes), OFF(PyDictKeysObject, dk_kind),
+           OFF(PyDictKeysObject, dk_nentries), OFF(PyDictKeysObject, dk_indices));
+    printf("     .mod_dict = %u,\n", OFF(PyModuleObject, md_dict));
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the
      * agent can read the live interpreter's own offsets and prefer them to this table. */
@@ -199,6 +217,7 @@ int main(void) {
            DBG(thread_state.status));
     printf("             .is_gc = %u, .gc_collecting = %u", DBG(interpreter_state.gc),
            DBG(gc.collecting));
+    printf(", .is_modules = %u", DBG(interpreter_state.imports_modules));
 #if PY_VERSION_HEX >= 0x030E0000
     printf(", .gen_iframe = %u", DBG(gen_object.gi_iframe));
 #endif

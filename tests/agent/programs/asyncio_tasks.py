@@ -8,7 +8,8 @@ name=) burn 1, 2 and 3 units of arithmetic per step, in coroutines of their own
 carry asyncio's default names (Task-N, as their get_name() says). Every step ends in
 await asyncio.sleep(0), so the loop switches task after each. The CPU time of each step is
 measured with time.thread_time(); OUT.json gets each task's name (get_name()) with its CPU
-seconds, under "tasks", and the default names under "default_names".
+seconds, under "tasks", the default names under "default_names", and the name of the task
+that runs main() (asyncio.run's, which only awaits the others) under "main".
 
 Meanwhile a plain thread, Plain, burns arithmetic outside any event loop, and the main thread
 burns some in plain_before() before the loop starts. The loop runs until the tasks have used
@@ -72,7 +73,7 @@ async def main():
              asyncio.create_task(anon_work()),
              asyncio.create_task(anon_work())]
     await asyncio.gather(*tasks)
-    return [t.get_name() for t in tasks[3:]]
+    return [t.get_name() for t in tasks[3:]], asyncio.current_task().get_name()
 
 
 def plain_thread():
@@ -89,8 +90,8 @@ def plain_before():
 plain_before()
 th = threading.Thread(target=plain_thread, name="Plain")
 th.start()
-default_names = asyncio.run(main())
+default_names, main_name = asyncio.run(main())
 done.set()
 th.join()
 with open(sys.argv[1], "w") as f:
-    json.dump({"tasks": cpu, "default_names": default_names}, f)
+    json.dump({"tasks": cpu, "default_names": default_names, "main": main_name}, f)
