@@ -34,7 +34,7 @@ int pa_tasks_known(void);
 struct pa_running_task {
     uintptr_t frame, name;
 };
-enum { PA_TASKS_MAX = 4 };
+enum { PA_TASKS_MAX = 8 };
 
 /* Signal-safe, under the caller's guard (it arms one of its own, so a fault here costs only
  * the task frame): the tasks thread state ts may be running now, at most PA_TASKS_MAX into

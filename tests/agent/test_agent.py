@@ -1338,8 +1338,10 @@ def test_asyncio_tasks(ctx):
     a switch after each; measured with time.thread_time(), 3 s of CPU at 1 kHz), within 2
     points plus three standard deviations; tasks named with create_task(name=) by that name,
     the others by their default name Task-N as get_name() gives it; under each task only its
-    own coroutine (main() under asyncio.run's task, for its few samples). A thread outside
-    asyncio, and the main thread before the loop starts, get no task frame. This checks the
+    own coroutine (main() under asyncio.run's task, for its few samples). A second thread's
+    loop running at the same time gets its own task frames, never the main loop's, nor the
+    main loop its. A thread outside asyncio, and the main thread before the loop starts, get
+    no task frame. This checks the
     task object's offsets the agent knows for 3.11-3.13 on every interpreter. Before 3.11 the
     program runs as without the agent, with no task frame (docs/modes.md, "asyncio tasks")."""
     rate = 1000
@@ -1357,16 +1359,22 @@ def test_asyncio_tasks(ctx):
     own.update({name: "anon_work" for name in truth["default_names"]})
     own[truth["main"]] = "main"
     check(all(re.fullmatch(r"Task-\d+", n) for n in truth["default_names"]), "default names %r" % truth)
-    got = {}
+    side = {truth["side"]: "side_work", truth["side_main"]: "side_main"}
+    got, side_got = {}, 0
     for frames, n in with_task:
         i = task_index(frames)
         name = frames[i][len("task:"):]
-        check(name in own, "a task frame of an unknown task: %r" % frames)
+        mine = side if frames[0] == "thread:Side" else own
+        check(frames[0] in ("thread:MainThread", "thread:Side"), "a task frame on another thread: %r" % frames)
+        check(name in mine, "a task frame of another thread's or an unknown task: %r" % frames)
         check(frame_name(frames[i - 1]) == "Handle._run", "not called by the loop: %r" % frames)
-        check(i + 1 < len(frames) and frame_name(frames[i + 1]) == own[name],
-              "under task:%s, not its coroutine %s: %r" % (name, own[name], frames))
-        check(frames[0] == "thread:MainThread", "a task frame on another thread: %r" % frames)
-        got[name] = got.get(name, 0) + n
+        check(i + 1 < len(frames) and frame_name(frames[i + 1]) == mine[name],
+              "under task:%s, not its coroutine %s: %r" % (name, mine[name], frames))
+        if mine is side:
+            side_got += n
+        else:
+            got[name] = got.get(name, 0) + n
+    check(side_got > 0, "no task frame on the Side thread's loop")
     n = sum(c for name, c in got.items() if name != truth["main"])
     tsum = sum(truth["tasks"].values())
     check(n >= 0.8 * rate * tsum, "%d samples with a task frame for %.2f s of the tasks' CPU" % (n, tsum))
@@ -1379,8 +1387,8 @@ def test_asyncio_tasks(ctx):
         check(abs(share - want) <= tolerance, "share off: " + "; ".join(report))
     outside = [f for f, _ in p.stacks if f[0] == "thread:Plain" or has_frame("plain_before")(f)]
     check(outside, "neither the plain thread nor plain_before() was sampled")
-    print("; ".join(report) + "; %d samples with a task frame, %d stacks outside the loop, none with one"
-          % (n, len(outside)))
+    print("; ".join(report) + "; %d samples with a task frame, %d on Side's loop, %d stacks outside the loops, "
+          "none with one" % (n, side_got, len(outside)))
 
 
 def test_aiohttp_tasks(ctx):

@@ -11,8 +11,11 @@ measured with time.thread_time(); OUT.json gets each task's name (get_name()) wi
 seconds, under "tasks", the default names under "default_names", and the name of the task
 that runs main() (asyncio.run's, which only awaits the others) under "main".
 
-Meanwhile a plain thread, Plain, burns arithmetic outside any event loop, and the main thread
-burns some in plain_before() before the loop starts. The loop runs until the tasks have used
+Meanwhile a plain thread, Plain, burns arithmetic outside any event loop; a thread Side runs
+an event loop of its own whose task "side" burns in side_work() (so that two loops' tasks
+run at once: on 3.11-3.13 both are in one dict of running tasks); and the main thread burns
+some in plain_before() before its loop starts. OUT.json also gets the names of Side's tasks
+("side": side_work's, "side_main": asyncio.run's there). The loop runs until the tasks have used
 CPU_SECONDS of CPU time together, so the number of samples follows from CPU time, not from
 how loaded the machine is."""
 import asyncio
@@ -25,6 +28,7 @@ UNIT = 20000
 cpu = {}
 budget = float(sys.argv[2])
 done = threading.Event()
+side_names = {"side": "side"}
 
 
 def spin(n):
@@ -76,6 +80,21 @@ async def main():
     return [t.get_name() for t in tasks[3:]], asyncio.current_task().get_name()
 
 
+async def side_work():
+    while not done.is_set():
+        spin(UNIT)
+        await asyncio.sleep(0)
+
+
+async def side_main():
+    side_names["side_main"] = asyncio.current_task().get_name()
+    await asyncio.create_task(side_work(), name="side")
+
+
+def side_thread():
+    asyncio.run(side_main())
+
+
 def plain_thread():
     while not done.is_set():
         spin(UNIT)
@@ -88,10 +107,12 @@ def plain_before():
 
 
 plain_before()
-th = threading.Thread(target=plain_thread, name="Plain")
-th.start()
+threads = [threading.Thread(target=plain_thread, name="Plain"), threading.Thread(target=side_thread, name="Side")]
+for th in threads:
+    th.start()
 default_names, main_name = asyncio.run(main())
 done.set()
-th.join()
+for th in threads:
+    th.join()
 with open(sys.argv[1], "w") as f:
-    json.dump({"tasks": cpu, "default_names": default_names, "main": main_name}, f)
+    json.dump(dict(side_names, tasks=cpu, default_names=default_names, main=main_name), f)
