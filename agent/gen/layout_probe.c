@@ -177,8 +177,9 @@ int main(void) {
 #else
     unsigned is_modules = OFF(PyInterpreterState, modules);
 #endif
-    printf("     .is_modules = %u, .dict_used = %u, .dict_keys = %u, .dict_values = %u,\n", is_modules,
-           OFF(PyDictObject, ma_used), OFF(PyDictObject, ma_keys), OFF(PyDictObject, ma_values));
+    printf("     .is_modules = %u, .dict_used = %u, .dict_keys = %u, .dict_values = %u,\n",
+           is_modules, OFF(PyDictObject, ma_used), OFF(PyDictObject, ma_keys),
+           OFF(PyDictObject, ma_values));
     printf("     .dk_log2_index_bytes = %u, .dk_kind = %u, .dk_nentries = %u, .dk_indices = %u,\n",
            OFF(PyDictKeysObject, dk_log2_index_bytes), OFF(PyDictKeysObject, dk_kind),
            OFF(PyDictKeysObject, dk_nentries), OFF(PyDictKeysObject, dk_indices));
