@@ -129,32 +129,46 @@ static unsigned put_utf8(char *out, unsigned cap, uint32_t c) {
     return 0;
 }
 
-/* Copies a str object into the arena as NUL-terminated UTF-8; returns its offset or 0. */
-static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned max_chars) {
+int pa_code_copy_str(const struct pa_python *py, uintptr_t s, unsigned max_chars, char *out,
+                     unsigned cap) {
     const struct pa_layout *l = &py->layout;
-    if (!is_type(py, s, py->unicode_type))
-        return 0;
+    if (cap == 0 || !is_type(py, s, py->unicode_type))
+        return -1;
     uint32_t state = PA_READ(uint32_t, s + l->u_state);
     long len = PA_READ(long, s + l->u_length);
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (!compact || len < 0 || (kind != 1 && kind != 2 && kind != 4))
-        return 0;
+        return -1;
     uintptr_t data = s + (ascii ? l->u_ascii_size : l->u_compact_size);
     unsigned n = len > (long)max_chars ? max_chars : (unsigned)len;
-    unsigned need = n * 4 + 1; /* worst case UTF-8 */
-    uint32_t off = atomic_fetch_add_explicit(&arena_used, need, memory_order_relaxed);
-    if ((uint64_t)off + need > arena_size)
-        return 0;
-    char *out = arena + off;
     unsigned w = 0;
     for (unsigned i = 0; i < n; i++) {
         uint32_t c = kind == 1   ? PA_READ(uint8_t, data + i)
                      : kind == 2 ? PA_READ(uint16_t, data + 2 * i)
                                  : PA_READ(uint32_t, data + 4 * i);
-        w += put_utf8(out + w, need - 1 - w, c);
+        unsigned k = put_utf8(out + w, cap - 1 - w, c);
+        if (k == 0)
+            break; /* no room for the whole character: the prefix ends here */
+        w += k;
     }
     out[w] = 0;
-    return off;
+    return (int)w;
+}
+
+/* Copies a str object into the arena as NUL-terminated UTF-8; returns its offset or 0. */
+static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned max_chars) {
+    const struct pa_layout *l = &py->layout;
+    if (!is_type(py, s, py->unicode_type))
+        return 0;
+    long len = PA_READ(long, s + l->u_length);
+    if (len < 0)
+        return 0;
+    unsigned n = len > (long)max_chars ? max_chars : (unsigned)len;
+    unsigned need = n * 4 + 1; /* worst case UTF-8 */
+    uint32_t off = atomic_fetch_add_explicit(&arena_used, need, memory_order_relaxed);
+    if ((uint64_t)off + need > arena_size)
+        return 0;
+    return pa_code_copy_str(py, s, max_chars, arena + off, need) < 0 ? 0 : off;
 }
 
 /* Reads the key of the code object at code (of the code type); under the guard. */

@@ -24,6 +24,7 @@ enum pa_synthetic {
     PA_SYN_INTERP = 9,    /* interp:ID, the root of a sub-interpreter's sample; line = ID */
     PA_SYN_GC = 10,       /* <GC>: the leaf while this thread runs the cyclic collector */
     PA_SYN_LABELS = 11,   /* labels:TEXT, the root of a labelled sample; line = label set id */
+    PA_SYN_TASK = 12,     /* task:NAME, the running asyncio task (agent/tasks.h encodes NAME) */
     PA_SYN_FIRST_CODE = 16,
 };
 
@@ -34,6 +35,13 @@ int pa_code_cache_init(unsigned capacity_log2, unsigned arena_bytes);
  * the cache or arena is full: counted in pa_code_cache_full). Must run under the fault
  * guard. */
 uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code);
+
+/* Signal-safe, under the guard: copies at most max_chars characters of the str object s into
+ * out as NUL-terminated UTF-8 of at most cap - 1 bytes (whole characters only; ';' and
+ * control characters replaced, as in frame names). Returns the bytes written, or -1 when s
+ * is not a str this can read. */
+int pa_code_copy_str(const struct pa_python *py, uintptr_t s, unsigned max_chars, char *out,
+                     unsigned cap);
 
 /* Normal context: names of a frame id (valid ids only); strings live as long as the process. */
 const char *pa_code_qualname(uint32_t id);

@@ -15,6 +15,7 @@
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/threads.h"
+#include "asyncio_offsets.h"
 #include "codecache.h"
 #include "guard.h"
 #include "handler.h"
@@ -23,6 +24,7 @@
 
 static struct pa_tables tables;
 static int initialized;
+static const struct pa_python *python; /* the interpreter followed (pa_sampler_set_python) */
 static int exec_holds; /* exec calls in progress: nothing may be armed (under pa_reg_lock) */
 
 /* ---- the program's CPU time while sampled -------------------------------------------------- *
@@ -74,8 +76,15 @@ int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c
     pa_handler_setup(p, &hc, &tables);
     pa_reg_timer_want = c->timer_want;
     srandom((unsigned)(getpid() ^ pa_mono_ns()));
+    python = p;
+    pa_asyncio_find(p, NULL); /* a built-in _asyncio publishes its layout from the start */
     initialized = 1;
     return 0;
+}
+
+void pa_sampler_object_loaded(const char *file) {
+    if (initialized && file)
+        pa_asyncio_find(python, file);
 }
 
 void pa_sampler_set_native(int on) {
@@ -83,6 +92,7 @@ void pa_sampler_set_native(int on) {
 }
 
 void pa_sampler_set_python(const struct pa_python *p) {
+    python = p;
     pa_handler_set_python(p);
 }
 

@@ -27,6 +27,7 @@
 #include "guard.h"
 #include "labels.h"
 #include "native.h"
+#include "tasks.h"
 
 #ifdef PYAGENT_FAULT_INJECTION
 unsigned pa_walk_inject_every;
@@ -510,11 +511,18 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         out[depth].instr = 0;
         depth++;
     }
+    /* The running asyncio task (3.11+): its frame goes right above its coroutine's frame,
+     * the one frame of the chain that lives inside the coroutine object. A running thread
+     * read from outside (PA_WALK_RUNNING) gets none. */
+    struct pa_running_task tasks[PA_TASKS_MAX];
+    int ntasks = 0;
     uintptr_t f = 0;
-    if (ts && other && (flags & PA_WALK_RUNNING))
+    if (ts && other && (flags & PA_WALK_RUNNING)) {
         depth = walk_running(py, ts, out, depth, room, opcodes, counts);
-    else if (ts)
+    } else if (ts) {
+        ntasks = pa_task_running(py, ts, tasks);
         f = top_frame(py, ts);
+    }
 #ifdef PYAGENT_FAULT_INJECTION
     if (pa_walk_inject_every &&
         atomic_fetch_add_explicit(&inject_counter, 1, memory_order_relaxed) %
@@ -556,6 +564,13 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         }
         if (r > 0)
             put_code(py, &out[depth++], code, offset, opcodes, counts);
+        for (int k = 0; k < ntasks && depth < room - 1; k++)
+            if (f == tasks[k].frame) {
+                out[depth] = pa_task_frame(py, tasks[k].name);
+                depth++;
+                tasks[k].frame = 0; /* once */
+                break;
+            }
         if (marks && entry && depth < room - 1) {
             out[depth].id = PA_SYN_ENTRY;
             out[depth].line = 0;

@@ -157,6 +157,9 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     TAKE(gil_off);
     TAKE(is_id);
     TAKE(ts_status);
+    TAKE(is_modules);
+    if (l->dbg.gen_iframe) /* 3.14+ */
+        TAKE(gen_iframe);
     /* The GIL's fields are published relative to the interpreter's own embedded GIL. */
     l->gil_locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]);
     l->gil_holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
@@ -207,6 +210,9 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
     py->unicode_type = (uintptr_t)sym("PyUnicode_Type");
     py->bytes_type = (uintptr_t)sym("PyBytes_Type");
     py->none = (uintptr_t)sym("_Py_NoneStruct");
+    py->long_type = (uintptr_t)sym("PyLong_Type");
+    py->dict_type = (uintptr_t)sym("PyDict_Type");
+    py->module_type = (uintptr_t)sym("PyModule_Type");
     if (!py->code_type || !py->unicode_type || !py->bytes_type) {
         pa_fail(err, "Python %s does not export its type objects", py->version);
         return -1;

@@ -56,13 +56,21 @@ struct pa_layout {
     /* Free-threaded builds: PyThreadState.state, 1 while the thread is attached to the
      * interpreter (running Python), which stands for holding the GIL there; 0: not used. */
     unsigned ts_attached;
+    /* 3.11+: PyGenObject.gi_iframe, where a coroutine's own frame sits in its object. */
+    unsigned gen_iframe;
+    /* 3.11+: the interpreter's sys.modules; PyDictObject's ma_used, ma_keys, ma_values;
+     * PyDictKeysObject's dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices (the entries
+     * follow the indices); PyModuleObject.md_dict. */
+    unsigned is_modules, dict_used, dict_keys, dict_values;
+    unsigned dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices, mod_dict;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
             is_threads_head, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_thread_id,
             fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
             co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size,
-            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status, is_gc, gc_collecting;
+            gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status, is_gc, gc_collecting,
+            gen_iframe, is_modules;
     } dbg;
 };
 
@@ -80,7 +88,9 @@ struct pa_python {
     uintptr_t code_type;  /* &PyCode_Type */
     uintptr_t unicode_type;
     uintptr_t bytes_type;
-    uintptr_t none; /* &_Py_NoneStruct: an exception slot holding None handles nothing */
+    uintptr_t none;      /* &_Py_NoneStruct: an exception slot holding None handles nothing */
+    uintptr_t long_type; /* &PyLong_Type: an asyncio task's default name is an int */
+    uintptr_t dict_type, module_type; /* &PyDict_Type, &PyModule_Type */
     struct pa_layout layout;
     int debug_offsets; /* 1 when _Py_DebugOffsets confirmed the layout (3.13+) */
 };

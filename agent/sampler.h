@@ -53,6 +53,9 @@ int pa_sampler_init(const struct pa_python *py, const struct pa_sampler_config *
 void pa_sampler_set_native(int on);
 /* Normal context, while the interpreter is gone (pa_py_gone): the one loaded again. */
 void pa_sampler_set_python(const struct pa_python *py);
+/* Normal context, after each successful dlopen of a file by the program: an _asyncio module
+ * loaded now publishes where the running task is (task:NAME frames, agent/tasks.h). */
+void pa_sampler_object_loaded(const char *file);
 /* Installs the handler and arms a timer on every registered thread. */
 int pa_sampler_start(pa_error *err);
 /* Arms the calling thread's timer whatever the mode (wall mode included, before the thread

@@ -7,6 +7,8 @@
                                                       and both builds' +CPU at 1 and 10 kHz)
   bench/agent_overhead.py --compare-lib OLD.so --gc (handler cost of both on a workload about
                                                       half inside the cyclic garbage collector)
+  bench/agent_overhead.py --compare-lib OLD.so --asyncio (the same on five asyncio tasks: on
+                                                      3.14+ every sample names its task)
   bench/agent_overhead.py --peers [--rounds N]       (1 kHz, 10 kHz, native; CPython 3.15's
                                                       profiling.sampling and Austin, same run)
 
@@ -110,17 +112,26 @@ def handler_cost(py, lib, depths, runs, tmp, seconds=3.0):
     return rows
 
 
-def handler_compare(py, libs, depths, runs, tmp, seconds=3.0, gc=False):
+def special_argv(py, workload, tmp, seconds):
+    """The command line of a named workload from tests/agent/programs: "gc", the <GC> test's
+    (reference cycles, about half the samples inside collections); "asyncio", the task test's
+    (five tasks on one loop: nearly every sample under a task:NAME frame)."""
+    progs = os.path.join(ROOT, "tests", "agent", "programs")
+    if workload == "gc":
+        return [py, os.path.join(progs, "gc_share.py"), os.path.join(tmp, "gc.json"), str(seconds), "cycles", "alone"]
+    return [py, os.path.join(progs, "asyncio_tasks.py"), os.path.join(tmp, "tasks.json"), str(seconds)]
+
+
+def handler_compare(py, libs, depths, runs, tmp, seconds=3.0, workload=None):
     """The handler's p50/p99 of several builds, alternating run by run so that the machine's
-    drift falls on each alike: {lib: [{depth, p50s, p99s}]}. gc: the workload is the <GC>
-    test's (reference cycles, about half the samples inside collections; depth unused)."""
+    drift falls on each alike: {lib: [{depth, p50s, p99s}]}. workload: one of special_argv's
+    instead of depth.py (depth unused)."""
     prog = os.path.join(HERE, "workloads", "depth.py")
-    gc_prog = os.path.join(ROOT, "tests", "agent", "programs", "gc_share.py")
     got = {lib: {d: ([], []) for d in depths} for lib in libs}
     for _ in range(runs):
         for d in depths:
             for lib in libs:
-                argv = ([py, gc_prog, os.path.join(tmp, "gc.json"), str(seconds), "cycles", "alone"] if gc
+                argv = (special_argv(py, workload, tmp, seconds) if workload
                         else [py, prog, str(d), str(seconds)])
                 run_cpu(argv, agent_env(tmp, lib, 250))
                 h = read_header(tmp)
@@ -223,6 +234,7 @@ def main():
     ap.add_argument("--handler-per-version", action="store_true")
     ap.add_argument("--compare-lib", help="a second build's libpyagent.so: handler cost and +CPU of both, alternating")
     ap.add_argument("--gc", action="store_true", help="with --compare-lib: the garbage collector's workload")
+    ap.add_argument("--asyncio", action="store_true", help="with --compare-lib: the asyncio tasks' workload")
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -245,17 +257,19 @@ def main():
                                                  (statistics.median(vals) - 1) * 100))
     elif a.compare_lib:
         libs = [os.path.abspath(a.compare_lib), lib]
-        depths = [0] if a.gc else [10, 30, 100]
-        result["compare"] = handler_compare(a.python, libs, depths, a.handler_runs, tmp, 2.0 if a.gc else 3.0, a.gc)
-        print("Python: %s; %d alternating runs per %s\n" % (a.python, a.handler_runs, "build" if a.gc else "depth"))
+        workload = "gc" if a.gc else "asyncio" if a.asyncio else None
+        depths = [0] if workload else [10, 30, 100]
+        result["compare"] = handler_compare(a.python, libs, depths, a.handler_runs, tmp, 2.0 if workload else 3.0,
+                                            workload)
+        print("Python: %s; %d alternating runs per %s\n" % (a.python, a.handler_runs, "build" if workload else "depth"))
         print("| %s | build | handler p50: median (range) | handler p99: median (range) |"
-              % ("workload" if a.gc else "stack depth"))
+              % ("workload" if workload else "stack depth"))
         print("|---|---|---|---|")
         for i, r in enumerate(result["compare"][libs[0]]):
             for name, l in (("base", libs[0]), ("this", libs[1])):
                 x = result["compare"][l][i]
                 print("| %s | %s | %.2f µs (%.2f–%.2f) | %.2f µs (%.2f–%.2f) |" % (
-                    "gc_share" if a.gc else x["depth"], name, statistics.median(x["p50s"]) / 1000, min(x["p50s"]) / 1000,
+                    workload or x["depth"], name, statistics.median(x["p50s"]) / 1000, min(x["p50s"]) / 1000,
                     max(x["p50s"]) / 1000, statistics.median(x["p99s"]) / 1000,
                     min(x["p99s"]) / 1000, max(x["p99s"]) / 1000))
         result["compare_cpu"] = cpu_compare(a.python, libs, a.rounds, tmp)

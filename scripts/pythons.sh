@@ -20,6 +20,8 @@
 #                       python3-opentelemetry-proto and python3-protobuf, unpacked for sid's
 #                       interpreters (OpenTelemetry's generated classes, for tests/uploader)
 #                                                           (libpython3.X-testsuite) into its root
+#   scripts/pythons.sh --aiohttp                           print the dist-packages of sid's
+#                       python3-aiohttp and what it imports, unpacked for sid's interpreters
 #
 # The list (default build/pythons.txt), one interpreter a line, tab-separated:
 #   NAME  PATH  KIND  VERSION  HEADERS
@@ -46,7 +48,7 @@ testsuites=0
 ft=0
 while [ $# -gt 0 ]; do
   case "$1" in
-  --ensure | --list | --austin | --otel-proto) mode=${1#--} ;;
+  --ensure | --list | --austin | --otel-proto | --aiohttp) mode=${1#--} ;;
   --ensure-ft) mode=ensure ft=1 ;;
   --out)
     [ $# -ge 2 ] || { echo "pythons: --out needs a file" >&2; exit 2; }
@@ -405,25 +407,42 @@ sid_download() {
   for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$dl/x"; done
 }
 
-# otel_proto: sid's OpenTelemetry protocol classes and the protobuf runtime they need, pure
-# Python packages for sid's interpreters, unpacked once into $sid/otel-proto (apart from the
-# root, whose stamp they do not change); prints their dist-packages directory.
-otel_proto() {
-  local dir=$sid/otel-proto
+# sid_packages DIR MARK PKG...: sid's packages PKG... unpacked once into $sid/DIR (apart from
+# the root, whose stamp they do not change), unless $sid/DIR/MARK exists already; prints their
+# dist-packages directory.
+sid_packages() {
+  local dir=$sid/$1 mark=$2
+  shift 2
   mkdir -p "$sid"
   exec 9>"$sid/.lock"
   flock 9
-  if [ ! -d "$dir/usr/lib/python3/dist-packages/opentelemetry/proto/profiles" ]; then
+  if [ ! -e "$dir/$mark" ]; then
     sid_apt_setup
     [ -d "$sid/apt/lists" ] && ls "$sid/apt/lists"/*Packages* >/dev/null 2>&1 ||
       apt-get "${apt_opts[@]}" -qq update >&2 || return 1
-    sid_download "$sid/otel-proto.partial" python3-opentelemetry-proto python3-protobuf || return 1
+    sid_download "$dir.partial" "$@" || return 1
     rm -rf "$dir"
-    mv "$sid/otel-proto.partial/x" "$dir"
-    rm -rf "$sid/otel-proto.partial"
+    mv "$dir.partial/x" "$dir"
+    rm -rf "$dir.partial"
   fi
   flock -u 9
   echo "$dir/usr/lib/python3/dist-packages"
+}
+
+# otel_proto: sid's OpenTelemetry protocol classes and the protobuf runtime they need, pure
+# Python packages for sid's interpreters.
+otel_proto() {
+  sid_packages otel-proto usr/lib/python3/dist-packages/opentelemetry/proto/profiles \
+    python3-opentelemetry-proto python3-protobuf
+}
+
+# aiohttp: sid's aiohttp and the packages it imports (their C extensions built for sid's
+# supported interpreters; elsewhere their pure-Python fallbacks run; typing_extensions for
+# interpreters before 3.13), for the asyncio task cases of tests/agent.
+aiohttp() {
+  sid_packages aiohttp usr/lib/python3/dist-packages/typing_extensions.py python3-aiohttp \
+    python3-multidict python3-yarl python3-frozenlist python3-aiosignal python3-propcache \
+    python3-aiohappyeyeballs python3-attr python3-idna python3-typing-extensions
 }
 
 # ---------------------------------------------------------------------------------------
@@ -618,6 +637,7 @@ ensure() {
 case "$mode" in
 ensure) ensure ;;
 otel-proto) otel_proto ;;
+aiohttp) aiohttp ;;
 list)
   [ -s "$out" ] || ensure >&2
   cat "$out"

@@ -23,6 +23,7 @@
 #include "../agent/frames.h"
 #include "../agent/handler.h"
 #include "../agent/sampler.h"
+#include "../agent/tasks.h"
 #include "../base/clock.h"
 #include "../base/log.h"
 
@@ -101,7 +102,11 @@ static void put_thread(struct answer *a, const struct pa_thread_info *t, struct 
             put(a, "frame 0\tinterp:%d\t\n", frames[i].line);
         else if (id == PA_SYN_LABELS)
             continue; /* the request's labels are the profile's business, not a stack's */
-        else if (id < PA_SYN_FIRST_CODE)
+        else if (id == PA_SYN_TASK) {
+            char t[96];
+            pa_task_frame_name(&frames[i], t, sizeof t);
+            put(a, "frame 0\t%s\t\n", clean(t, q, sizeof q));
+        } else if (id < PA_SYN_FIRST_CODE)
             put(a, "frame 0\t%s\t\n", pa_code_synthetic_name(id));
         else
             put(a, "frame %d\t%s\t%s\n", frames[i].line > 0 ? frames[i].line : 0,

@@ -546,6 +546,8 @@ PA_EXPORT void *dlopen(const char *file, int mode) {
         atomic_store(&late, atomic_load(&active));
     } else if (h && file && atomic_load(&unloaded) && pa_py_present_in(h)) {
         follow_again();
+    } else if (h && file && atomic_load(&active)) {
+        pa_sampler_object_loaded(file);
     }
     return h;
 }

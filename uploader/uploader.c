@@ -20,6 +20,7 @@
 #include "../agent/labels.h"
 #include "../agent/native.h"
 #include "../agent/sampler.h"
+#include "../agent/tasks.h"
 #include "../profile/profile.h"
 #include "../base/log.h"
 #include "send.h"
@@ -186,6 +187,8 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
     else if (f->id == PA_SYN_LABELS)
         return labels_frame((uint32_t)f->line);
+    else if (f->id == PA_SYN_TASK)
+        n = pa_task_frame_name(f, buf, sizeof buf);
     else if (f->id < PA_SYN_FIRST_CODE)
         n = snprintf(buf, sizeof buf, "%s", pa_code_synthetic_name(f->id));
     else if (f->line > 0)

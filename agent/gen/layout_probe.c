@@ -18,6 +18,8 @@
 #if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
 #include <internal/pycore_code.h>
+#include <internal/pycore_dict.h>
+#include <internal/pycore_moduleobject.h>
 #endif
 #ifdef Py_GIL_DISABLED
 #include <internal/pycore_pystate.h>
@@ -189,6 +191,30 @@ int main(void) {
 #else
     printf("     .ts_attached = 0,\n");
 #endif
+    /* 3.11+: a generator's or coroutine's frame is embedded in its object, at gi_iframe: an
+     * asyncio task's coroutine frame is found in a thread's chain by its address. */
+#if PY_VERSION_HEX >= 0x030B0000
+    printf("     .gen_iframe = %u,\n", OFF(PyGenObject, gi_iframe));
+#else
+    printf("     .gen_iframe = 0,\n");
+#endif
+    /* 3.11-3.13 keep a loop's running task in the _asyncio module's _current_tasks dict: the
+     * walk finds it through sys.modules (the interpreter's modules dict) and reads dicts'
+     * entries (the keys object's indices, then its entries) and a module's md_dict. */
+#if PY_VERSION_HEX >= 0x030B0000
+#if PY_VERSION_HEX >= 0x030C0000
+    unsigned is_modules = OFF(PyInterpreterState, imports.modules);
+#else
+    unsigned is_modules = OFF(PyInterpreterState, modules);
+#endif
+    printf("     .is_modules = %u, .dict_used = %u, .dict_keys = %u, .dict_values = %u,\n",
+           is_modules, OFF(PyDictObject, ma_used), OFF(PyDictObject, ma_keys),
+           OFF(PyDictObject, ma_values));
+    printf("     .dk_log2_index_bytes = %u, .dk_kind = %u, .dk_nentries = %u, .dk_indices = %u,\n",
+           OFF(PyDictKeysObject, dk_log2_index_bytes), OFF(PyDictKeysObject, dk_kind),
+           OFF(PyDictKeysObject, dk_nentries), OFF(PyDictKeysObject, dk_indices));
+    printf("     .mod_dict = %u,\n", OFF(PyModuleObject, md_dict));
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the
      * agent can read the live interpreter's own offsets and prefer them to this table. */
@@ -220,8 +246,13 @@ int main(void) {
            DBG(interpreter_state.gil_runtime_state_locked),
            DBG(interpreter_state.gil_runtime_state_holder), DBG(interpreter_state.id),
            DBG(thread_state.status));
-    printf("             .is_gc = %u, .gc_collecting = %u}},\n", DBG(interpreter_state.gc),
+    printf("             .is_gc = %u, .gc_collecting = %u", DBG(interpreter_state.gc),
            DBG(gc.collecting));
+    printf(", .is_modules = %u", DBG(interpreter_state.imports_modules));
+#if PY_VERSION_HEX >= 0x030E0000
+    printf(", .gen_iframe = %u", DBG(gen_object.gi_iframe));
+#endif
+    printf("}},\n");
 #else
     printf("     .dbg = {0}},\n");
 #endif

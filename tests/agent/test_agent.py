@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PROGRAMS, Context, Failure, Profile, check, free_port, load, run_case  # noqa: E402
+from harness import PROGRAMS, Context, Failure, Profile, Run, check, free_port, load, run_case  # noqa: E402
 
 
 def frame_name(frame):
@@ -1237,7 +1237,7 @@ class Started:
         e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
         e.pop("LD_PRELOAD", None)
         e["PYTHONDONTWRITEBYTECODE"] = "1"
-        cwd = cwd or ctx.workdir()
+        cwd = self.cwd = cwd or ctx.workdir()
         if agent:
             e["LD_PRELOAD"] = ctx.lib
             e["PYAGENT_OUTPUT"] = os.path.join(cwd, "pyagent.%p.folded")
@@ -1351,6 +1351,20 @@ def test_dump_threads(ctx):
             check(threads[name][0] == "waiting in a system call",
                   "state of %s: %r:\n%s" % (name, threads[name][0], out))
         check(out.startswith("Process %d: Python " % prog.pid), out)
+
+    dump_eventually(ctx, prog, checks)
+
+
+def test_dump_task(ctx):
+    """`pyagent dump PID`, 3.11+: a thread stopped inside an asyncio task (its coroutine
+    blocked in time.sleep) shows the task as a task:NAME line right above the coroutine."""
+    prog = Started(ctx, ["stuck.py", "task"], env={"PYAGENT_DUMP": "1"})  # single-threaded
+
+    def checks(out, threads):
+        check_innermost(threads, "MainThread", "stuck_task", "TASK", out)
+        lines = out.splitlines()
+        at = next(i for i, l in enumerate(lines) if re.match(r'^  File ".*stuck\.py", line \d+, in stuck_task$', l))
+        check(lines[at - 1] == "  task:stuck-task", "no task line above the coroutine:\n" + out)
 
     dump_eventually(ctx, prog, checks)
 
@@ -1621,6 +1635,111 @@ def test_labels_without_agent(ctx):
     print("\n".join(without["refused"]))
 
 
+def minor_of(p):
+    """The interpreter's minor version, from the profile's header (python=3.N.M)."""
+    return int(p.meta["python"].split(".")[1])
+
+
+TASKS_SINCE = 11  # task:NAME frames: 3.14+ through CPython's published layout, 3.11-3.13 our own
+
+
+def task_index(frames):
+    """The index of the task: frame of a stack, or None."""
+    return next((i for i, f in enumerate(frames) if f.startswith("task:")), None)
+
+
+def test_asyncio_tasks(ctx):
+    """asyncio, 3.11+: the running task is a frame task:NAME right above its coroutine's frame,
+    in the share of CPU time each task used (five tasks on one loop, 1:2:3:1:1 units per step,
+    a switch after each; measured with time.thread_time(), 3 s of CPU at 1 kHz), within 2
+    points plus three standard deviations; tasks named with create_task(name=) by that name,
+    the others by their default name Task-N as get_name() gives it; under each task only its
+    own coroutine (main() under asyncio.run's task, for its few samples). A second thread's
+    loop running at the same time gets its own task frames, never the main loop's, nor the
+    main loop its. A thread outside asyncio, and the main thread before the loop starts, get
+    no task frame. This checks the
+    task object's offsets the agent knows for 3.11-3.13 on every interpreter. Before 3.11 the
+    program runs as without the agent, with no task frame (docs/modes.md, "asyncio tasks")."""
+    rate = 1000
+    r = ctx.run(["asyncio_tasks.py", "truth.json", "3"], env={"PYAGENT_RATE": str(rate)})
+    check(r.rc == 0, "asyncio_tasks.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    with_task = [(frames, n) for frames, n in p.stacks if task_index(frames) is not None]
+    if minor_of(p) < TASKS_SINCE:
+        check(not with_task, "task frames before 3.%d: %r" % (TASKS_SINCE, with_task[:3]))
+        check(p.total(has_frame("work_gamma")) > 0, "no samples in the tasks' coroutines")
+        print("no task frames on 3.%d, as documented" % minor_of(p))
+        return
+    own = {"alpha": "work_alpha", "beta": "work_beta", "gamma": "work_gamma"}
+    own.update({name: "anon_work" for name in truth["default_names"]})
+    own[truth["main"]] = "main"
+    check(all(re.fullmatch(r"Task-\d+", n) for n in truth["default_names"]), "default names %r" % truth)
+    side = {truth["side"]: "side_work", truth["side_main"]: "side_main"}
+    got, side_got = {}, 0
+    for frames, n in with_task:
+        i = task_index(frames)
+        name = frames[i][len("task:"):]
+        mine = side if frames[0] == "thread:Side" else own
+        check(frames[0] in ("thread:MainThread", "thread:Side"), "a task frame on another thread: %r" % frames)
+        check(name in mine, "a task frame of another thread's or an unknown task: %r" % frames)
+        check(frame_name(frames[i - 1]) == "Handle._run", "not called by the loop: %r" % frames)
+        check(i + 1 < len(frames) and frame_name(frames[i + 1]) == mine[name],
+              "under task:%s, not its coroutine %s: %r" % (name, mine[name], frames))
+        if mine is side:
+            side_got += n
+        else:
+            got[name] = got.get(name, 0) + n
+    check(side_got > 0, "no task frame on the Side thread's loop")
+    n = sum(c for name, c in got.items() if name != truth["main"])
+    tsum = sum(truth["tasks"].values())
+    check(n >= 0.8 * rate * tsum, "%d samples with a task frame for %.2f s of the tasks' CPU" % (n, tsum))
+    report = []
+    for name, cpu in sorted(truth["tasks"].items()):
+        share, want = 100.0 * got.get(name, 0) / n, 100.0 * cpu / tsum
+        q = want / 100.0
+        tolerance = 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+        report.append("%s %.2f%% sampled, %.2f%% measured (tolerance %.1f)" % (name, share, want, tolerance))
+        check(abs(share - want) <= tolerance, "share off: " + "; ".join(report))
+    outside = [f for f, _ in p.stacks if f[0] == "thread:Plain" or has_frame("plain_before")(f)]
+    check(outside, "neither the plain thread nor plain_before() was sampled")
+    print("; ".join(report) + "; %d samples with a task frame, %d on Side's loop, %d stacks outside the loops, "
+          "none with one" % (n, side_got, len(outside)))
+
+
+def test_aiohttp_tasks(ctx):
+    """A real asyncio server, 3.11+: Debian sid's aiohttp (scripts/pythons.sh --aiohttp) under
+    load (4 clients x 25 requests, each burning 20 ms in app_burn() in its handler): every
+    sample in the handler has the task aiohttp runs it in as a task: frame above the
+    handler's coroutines (aiohttp leaves them the default names Task-N), and the thread
+    reading stdin in the loop's executor has none."""
+    pythons_sh = os.path.join(PROGRAMS, "..", "..", "..", "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--aiohttp"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no aiohttp from sid: %s" % dist.stderr[-2000:])
+    port = free_port()
+    prog = Started(ctx, ["aiohttp_burn.py", str(port)],
+                   env={"PYTHONPATH": dist.stdout.strip(), "PYAGENT_RATE": "1000"})
+    try:
+        load("http://127.0.0.1:%d/" % port, prog.p, 4, 25)
+        prog.finish()
+    finally:
+        prog.kill()
+    p = Run(0, "", "", prog.cwd).profile()
+    burn = [(frames, n) for frames, n in p.stacks if has_frame("app_burn")(frames)]
+    n = sum(c for _, c in burn)
+    check(n >= 100, "only %d samples in app_burn()" % n)
+    untasked = [frames for frames, _ in burn if task_index(frames) is None]
+    check(not untasked, "samples in the handler with no task frame: %r" % untasked[:2])
+    names = {frames[task_index(frames)] for frames, _ in burn}
+    check(all(re.fullmatch(r"task:Task-\d+", t) for t in names), "task names %r" % sorted(names))
+    for frames, _ in burn:
+        i = task_index(frames)
+        check(has_frame("handle")(frames[i + 1:]), "the handler is not under its task: %r" % frames)
+    others = [f for f, _ in p.stacks if f[0] != "thread:MainThread" and task_index(f) is not None]
+    check(not others, "task frames outside the loop's thread: %r" % others[:2])
+    print("%d samples in app_burn(), all under one of %d tasks (%s...)" % (n, len(names), sorted(names)[0]))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
                       "no_python_dlopen", "forked_child_cpu",
@@ -1630,7 +1749,8 @@ PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
 # 3.12, the two newest): cases about the process's life (signals, deaths, fork, pools,
 # configuration, rates), whose code paths do not depend on the interpreter's structures.
 SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
-          "subinterpreter_churn": "since-3.12"}
+          "subinterpreter_churn": "since-3.12", "aiohttp_tasks": "since-3.11",
+          "dump_task": "since-3.11"}
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",

@@ -40,7 +40,7 @@ ROOTS = [
 HANDLER_FILES = {
     "base/realfns.c", "agent/handler.c", "agent/frames.c", "agent/codecache.c", "agent/table.c",
     "agent/guard.c", "agent/chain.c", "agent/timers.c", "agent/timerctl.c", "agent/native.c",
-    "agent/pyversions.c", "agent/labels.c", "shim/signals.c",
+    "agent/pyversions.c", "agent/labels.c", "agent/tasks.c", "shim/signals.c",
 }
 
 # Functions of the C library (and of the static libunwind) that code in signal context may call.

@@ -10,6 +10,8 @@ its mode says until its stdin ends (or it is killed).
     stuck.py burn      one thread burning CPU in burn(), the main thread waits on stdin
     stuck.py fds       two sleeping threads; on stdin's first line it prints its descriptors
                        (/proc/self/fd), its thread count and the number a new open() gets
+    stuck.py task      asyncio: the main thread's loop runs a task named stuck-task whose
+                       coroutine blocks in time.sleep (until killed)
 Lines the test looks for end in a marker comment."""
 import ctypes
 import os
@@ -50,6 +52,16 @@ def burn():
     while True: n += 1  # TOP
 
 
+async def stuck_task():
+    print("ready", flush=True)
+    time.sleep(3600)  # TASK
+
+
+async def run_task():
+    import asyncio
+    await asyncio.create_task(stuck_task(), name="stuck-task")
+
+
 def start(name, fn):
     threading.Thread(target=fn, name=name, daemon=True).start()
 
@@ -65,6 +77,9 @@ elif mode == "burn":
 elif mode == "fds":
     start("nap1", sleeper)
     start("nap2", sleeper)
+if mode == "task":
+    import asyncio
+    asyncio.run(run_task())
 time.sleep(0.5)  # every thread is where it stays
 print("ready", flush=True)
 if mode == "gil":
