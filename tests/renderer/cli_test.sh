@@ -195,7 +195,7 @@ capture)
     cmp -s "$T/a.pyacap" "$T/b.bin" || fail "--format capture differs from .pyacap"
     [ "$(stat -c %s "$T/a.pyacap")" -lt "$(($(stat -c %s "$T/a.folded") / 4))" ] || fail "not compact"
     "$RENDER" export "$T/a.pyacap" -o "$T/back.folded" || fail "capture to folded"
-    cmp -s "$T/a.folded" "$T/back.folded" || fail "round trip: $(diff "$T/a.folded" "$T/back.folded" | head -5)"
+    cmp -s "$T/a.folded" "$T/back.folded" || fail "round trip: $(diff "$T/a.folded" "$T/back.folded" >"$T/rt.diff"; sed -n 1,5p "$T/rt.diff")"
     "$RENDER" export - -o "$T/stdin.folded" <"$T/a.pyacap" || fail "capture on stdin"
     cmp -s "$T/a.folded" "$T/stdin.folded" || fail "capture on stdin differs"
     for f in a.folded a.pyacap; do

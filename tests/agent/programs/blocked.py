@@ -34,12 +34,14 @@ def work(block_here):
     truth[name] = {
         "spin_a": mine["spin_a"],
         "spin_b": mine["spin_b"],
-        "thread_cpu": time.thread_time(),
         "wall": wall,
         "blocked": signal.SIGPROF in signal.pthread_sigmask(signal.SIG_BLOCK, []),
         "pending": sorted(signal.Signals(s).name for s in signal.sigpending()),
         "status": status(),
     }
+    # Last: the thread's CPU time includes what the lines above take (on a debug build under
+    # load, an import among them took 50-100 ms, which the profile rightly counts).
+    truth[name]["thread_cpu"] = time.thread_time()
 
 
 first = threading.Thread(target=work, args=(True,), name="Blocked-1")
