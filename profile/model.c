@@ -565,12 +565,28 @@ void pa_profile_merge(pa_profile *dst, const pa_profile *src) {
     pa_profile_merge_stacks(dst, src, 0, src->nstacks);
 }
 
+/* Whether a labels:TEXT frame's TEXT is a whole label text of at least one pair (and no NUL):
+ * one that is not (hostile input, say) stays an ordinary frame everywhere. */
+static int well_formed_labels(const char *s, size_t len) {
+    if (memchr(s, '\0', len))
+        return 0;
+    char *text = pa_xrealloc(NULL, len + 1), *at = text + PA_LABELS_PREFIX_LEN, *key, *value;
+    memcpy(text, s, len);
+    text[len] = '\0';
+    int pairs = 0, r;
+    while ((r = pa_series_split(&at, &key, &value)) == 1)
+        pairs++;
+    free(text);
+    return r == 0 && pairs > 0;
+}
+
 int pa_profile_labels_frame(const pa_profile *p, const uint32_t *ids, size_t n) {
     for (size_t i = 0; i < n && i < 2; i++) {
         size_t len;
         const char *s = pa_profile_frame(p, ids[i], &len);
+        /* A labels frame stands above the sample's own frames: never its leaf. */
         if (len >= PA_LABELS_PREFIX_LEN && memcmp(s, PA_LABELS_PREFIX, PA_LABELS_PREFIX_LEN) == 0)
-            return (int)i;
+            return i + 1 < n && well_formed_labels(s, len) ? (int)i : -1;
         if (i == 0 && !(len >= 7 && memcmp(s, "thread:", 7) == 0))
             return -1; /* only a thread root may stand above it */
     }

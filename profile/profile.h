@@ -75,7 +75,8 @@ int pa_series_split(char **p, char **key, char **value);
  * right under a thread:NAME root, TEXT a label text as above. */
 #define PA_LABELS_PREFIX "labels:"
 #define PA_LABELS_PREFIX_LEN 7
-/* Where a stack (ids root first) has its labels frame: 0, 1, or -1 for none. */
+/* Where a stack (ids root first) has its labels frame: 0, 1, or -1 for none. Only a
+ * well-formed one (at least one pair, no NUL) with frames under it counts. */
 int pa_profile_labels_frame(const pa_profile *p, const uint32_t *ids, size_t n);
 typedef struct pa_label_pair {
     const char *name, *value;
