@@ -377,6 +377,13 @@ def test_apache_embedded_event(ctx):
     apache_run(ctx, "apache embedded event", "event", daemon=False)
 
 
+def test_apache_daemon_event(ctx):
+    """Apache (mpm event) with mod_wsgi in daemon mode: 2 daemon processes of 1 thread, forked
+    from Apache's parent, run the app while Apache's threaded children pass the requests on;
+    each process's CPU is in its profile within 5%, whichever of its threads block signals."""
+    apache_run(ctx, "apache daemon event", "event", daemon=True)
+
+
 def test_celery_prefork(ctx):
     """Celery 5.2 worker, prefork pool of 2 (Redis broker: Debian's redis-server on a port of
     its own), 160 tasks of 20 ms: the worker and both pool processes are profiled; each pool
