@@ -1762,7 +1762,12 @@ SCOPES.update({case: "spread" for case in (
     # The binary capture's replay: the same code on every interpreter past the agent's frames.
     "capture_replay",
     # The thread-state counts from the tick thread: the same reads as thread_states.
-    "thread_states_wall_mode")})
+    "thread_states_wall_mode",
+    # Labels: the module's own semantics, and the tick thread's read of the same context
+    # (labels_threads and labels_asyncio check the per-version reads on every interpreter).
+    "labels_nesting", "labels_without_agent", "labels_wall_mode",
+    # A running thread's chain read from outside: the same walk as blocked_threads_sampled.
+    "blocked_thread_torn_reads")})
 
 
 def main():
