@@ -94,11 +94,6 @@ static inline uint32_t hash_ptr(uintptr_t p) {
     return (uint32_t)x;
 }
 
-/* ob_type sits at 8, or at 24 in a free-threaded build's larger header (the layout says). */
-static inline int is_type(const struct pa_python *py, uintptr_t obj, uintptr_t type) {
-    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + py->layout.ob_type) == type;
-}
-
 /* Appends UTF-8 for code point c to out (cap bytes left); returns bytes written or 0. */
 static unsigned put_utf8(char *out, unsigned cap, uint32_t c) {
     if (c < 0x80 && cap >= 1) {
@@ -132,7 +127,7 @@ static unsigned put_utf8(char *out, unsigned cap, uint32_t c) {
 int pa_code_copy_str(const struct pa_python *py, uintptr_t s, unsigned max_chars, char *out,
                      unsigned cap) {
     const struct pa_layout *l = &py->layout;
-    if (cap == 0 || !is_type(py, s, py->unicode_type))
+    if (cap == 0 || !pa_is_type(py, s, py->unicode_type))
         return -1;
     uint32_t state = PA_READ(uint32_t, s + l->u_state);
     long len = PA_READ(long, s + l->u_length);
@@ -158,7 +153,7 @@ int pa_code_copy_str(const struct pa_python *py, uintptr_t s, unsigned max_chars
 /* Copies a str object into the arena as NUL-terminated UTF-8; returns its offset or 0. */
 static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned max_chars) {
     const struct pa_layout *l = &py->layout;
-    if (!is_type(py, s, py->unicode_type))
+    if (!pa_is_type(py, s, py->unicode_type))
         return 0;
     long len = PA_READ(long, s + l->u_length);
     if (len < 0)
@@ -188,7 +183,7 @@ static int same_key(const struct code_key *a, const struct code_key *b) {
 }
 
 uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
-    if (!slots || !is_type(py, code, py->code_type))
+    if (!slots || !pa_is_type(py, code, py->code_type))
         return PA_SYN_UNKNOWN;
     struct code_key key = read_key(py, code);
     uint32_t h = hash_ptr(code);
@@ -251,7 +246,7 @@ const char *pa_code_synthetic_name(uint32_t id) {
 
 /* Reads the bytes object at obj: *data and *size, or returns 0. */
 static int bytes_of(const struct pa_python *py, uintptr_t obj, uintptr_t *data, long *size) {
-    if (!is_type(py, obj, py->bytes_type))
+    if (!pa_is_type(py, obj, py->bytes_type))
         return 0;
     *size = PA_READ(long, obj + py->layout.b_size);
     *data = obj + py->layout.b_sval;
@@ -433,7 +428,7 @@ static int read_location(const struct pa_python *py, const struct code_entry *e,
     int found = 0;
     uintptr_t tab;
     long size;
-    if (is_type(py, e->code, py->code_type)) {
+    if (pa_is_type(py, e->code, py->code_type)) {
         struct code_key key = read_key(py, e->code);
         found = same_key(&key, &e->key) && bytes_of(py, key.linetable, &tab, &size) &&
                 locate(tab, size, key.firstlineno, unit, loc);

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "guard.h"
 #include "pyversions.h"
 
 /* Frame ids below this are synthetic frames; code entries start here. */
@@ -27,6 +28,12 @@ enum pa_synthetic {
     PA_SYN_TASK = 12,     /* task:NAME, the running asyncio task (agent/tasks.h encodes NAME) */
     PA_SYN_FIRST_CODE = 16,
 };
+
+/* Whether obj is an object of type (a type object's address), under the fault guard: ob_type
+ * sits at 8, or at 24 in a free-threaded build's larger header (the layout says). */
+static inline int pa_is_type(const struct pa_python *py, uintptr_t obj, uintptr_t type) {
+    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + py->layout.ob_type) == type;
+}
 
 /* Must be called once in normal context before any lookup; 0 or -1 (mmap failed). */
 int pa_code_cache_init(unsigned capacity_log2, unsigned arena_bytes);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../profile/profile.h"
+#include "codecache.h"
 #include "guard.h"
 
 /* A label set's value in the ContextVar: a bytes object of these 4 bytes and the id. */
@@ -184,14 +185,9 @@ int pa_labels_bind(const struct pa_python *py, uintptr_t v, int64_t hash, uintpt
  * PyHamtNode *a_array[32]; ...}. */
 enum { HAMT_LEVELS = 7, COLLISION_MAX = 64 };
 
-/* ob_type at 8, or at 24 in a free-threaded build's larger header (the layout says). */
-static int of_type(const struct pa_python *py, uintptr_t obj, uintptr_t type) {
-    return pa_aligned(obj, 8) && PA_READ(uintptr_t, obj + py->layout.ob_type) == type;
-}
-
 /* The id in a label set's value, 0 when it is not one. */
 static uint32_t id_of(const struct pa_python *py, uintptr_t value) {
-    if (!of_type(py, value, py->bytes_type) || PA_READ(long, value + py->layout.b_size) != 8)
+    if (!pa_is_type(py, value, py->bytes_type) || PA_READ(long, value + py->layout.b_size) != 8)
         return 0;
     uintptr_t s = value + py->layout.b_sval;
     for (int i = 0; i < 4; i++)
@@ -245,10 +241,10 @@ uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts) {
         return 0;
     const struct pa_layout *l = &py->layout;
     uintptr_t ctx = PA_READ(uintptr_t, ts + l->ts_context);
-    if (!of_type(py, ctx, context_type))
+    if (!pa_is_type(py, ctx, context_type))
         return 0; /* no context yet (NULL until a variable is first used), or not one */
     uintptr_t vars = PA_READ(uintptr_t, ctx + l->ctx_vars);
-    if (!of_type(py, vars, hamt_type))
+    if (!pa_is_type(py, vars, hamt_type))
         return 0;
     uintptr_t value = hamt_find(py, PA_READ(uintptr_t, vars + l->hamt_root), key, var_hash32);
     return value ? id_of(py, value) : 0;

@@ -83,8 +83,7 @@ struct entries {
 
 static int dict_entries(const struct pa_python *py, uintptr_t dict, struct entries *e) {
     const struct pa_layout *l = &py->layout;
-    if (!pa_aligned(dict, 8) || PA_READ(uintptr_t, dict + py->layout.ob_type) != py->dict_type ||
-        PA_READ(uintptr_t, dict + l->dict_values) != 0)
+    if (!pa_is_type(py, dict, py->dict_type) || PA_READ(uintptr_t, dict + l->dict_values) != 0)
         return 0;
     uintptr_t keys = PA_READ(uintptr_t, dict + l->dict_keys);
     if (!pa_aligned(keys, 8))
@@ -104,8 +103,8 @@ static int dict_entries(const struct pa_python *py, uintptr_t dict, struct entri
 /* Is s the ASCII str key[0..len)? */
 static int str_is(const struct pa_python *py, uintptr_t s, const char *key, long len) {
     const struct pa_layout *l = &py->layout;
-    if (!pa_aligned(s, 8) || PA_READ(uintptr_t, s + py->layout.ob_type) != py->unicode_type ||
-        PA_READ(long, s + l->u_length) != len || !((PA_READ(uint32_t, s + l->u_state) >> 6) & 1))
+    if (!pa_is_type(py, s, py->unicode_type) || PA_READ(long, s + l->u_length) != len ||
+        !((PA_READ(uint32_t, s + l->u_state) >> 6) & 1))
         return 0;
     for (long i = 0; i < len; i++)
         if (PA_READ(char, s + l->u_ascii_size + i) != key[i])
@@ -136,18 +135,17 @@ static uintptr_t find_current_tasks(const struct pa_python *py, uintptr_t interp
     if (PA_READ(int64_t, interp + l->is_id) != 0)
         return 0;
     uintptr_t modules = PA_READ(uintptr_t, interp + l->is_modules);
-    if (!pa_aligned(modules, 8) ||
-        PA_READ(uintptr_t, modules + py->layout.ob_type) != py->dict_type)
+    if (!pa_is_type(py, modules, py->dict_type))
         return 0;
     long len = PA_READ(long, modules + l->dict_used);
     if (len == atomic_load_explicit(&searched_len, memory_order_relaxed))
         return 0;
     atomic_store_explicit(&searched_len, len, memory_order_relaxed);
     uintptr_t mod = dict_get(py, modules, "_asyncio");
-    if (!pa_aligned(mod, 8) || PA_READ(uintptr_t, mod + py->layout.ob_type) != py->module_type)
+    if (!pa_is_type(py, mod, py->module_type))
         return 0;
     uintptr_t tasks = dict_get(py, PA_READ(uintptr_t, mod + l->mod_dict), "_current_tasks");
-    if (!pa_aligned(tasks, 8) || PA_READ(uintptr_t, tasks + py->layout.ob_type) != py->dict_type)
+    if (!pa_is_type(py, tasks, py->dict_type))
         return 0;
     atomic_store_explicit(&current_interp, interp, memory_order_relaxed);
     atomic_store_explicit(&current_tasks, tasks, memory_order_release);
@@ -251,8 +249,7 @@ struct pa_frame pa_task_frame(const struct pa_python *py, uintptr_t name) {
         f.line = intern_name(buf, (unsigned)n);
         return f;
     }
-    if (py->long_type && py->minor >= 12 && pa_aligned(name, 8) &&
-        PA_READ(uintptr_t, name + py->layout.ob_type) == py->long_type) {
+    if (py->long_type && py->minor >= 12 && pa_is_type(py, name, py->long_type)) {
         long long v = small_int(py, name);
         if (v >= 0) {
             f.line = (int32_t)(v & 0x7fffffff);
