@@ -6,9 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test || exit 1
 
-passed=0
-failed=0
-failures=""
+mkdir -p build
+rm -f build/stage-*.result
 stage() { # stage NAME COMMAND...: runs a stage, counts its results from its log (ctest's summary, or a plain closing line)
   local name=$1
   shift
@@ -37,9 +36,8 @@ stage() { # stage NAME COMMAND...: runs a stage, counts its results from its log
   p=${p:-0}
   f=${f:-0}
   if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
-  passed=$((passed + p))
-  failed=$((failed + f))
-  [ "$f" != 0 ] && failures="$failures $name"
+  # One result file per stage: stages that run beside others (below) report the same way.
+  echo "$p $f" >"build/stage-$name.result"
   return 0
 }
 
@@ -54,23 +52,17 @@ ctest_in() { # ctest_in BUILD_DIR LABEL_REGEX
 # CPUs) and cached with the others.
 stage pythons scripts/pythons.sh --ensure-ft
 stage build-release scripts/build.sh release
-stage release ctest_in build/release 'unit|integration'
-stage build-asan scripts/build.sh asan
-stage asan ctest_in build/asan 'unit|fuzz'
-stage build-tsan scripts/build.sh tsan
-stage tsan ctest_in build/tsan 'tsan'
-demo_check() { # the README's main job, stopped at the end
-  PYAGENT_DEMO_STOP=1 PYAGENT_DEMO_SECONDS=4 PYAGENT_DEMO_PORT=$((20000 + RANDOM % 20000)) scripts/demo.sh >build/demo.log 2>&1
-  local rc=$?
-  tail -3 build/demo.log
-  if [ $rc = 0 ]; then echo "1 passed, 0 failed"; else cat build/demo.log; echo "0 passed, 1 failed"; fi
-  return $rc
+# Beside the release stage, which leaves part of both CPUs idle while its tests wait (uploads,
+# stalls, sleeps), run the stages that mostly wait too: CPython's suites (their modules sleep
+# for most of their time) and the fresh roots (copying, installing). Each writes its own log,
+# shown when it ends; the release stage's tests must hold on a loaded machine anyway.
+cpython_suites() { # CPython's own regression tests (a subset chosen for risk) without and with the agent
+  scripts/pythons.sh --ensure --testsuites >/dev/null || return 1
+  # The timeout is generous because the machine is shared with the release stage: a module
+  # that times out on one side only would count as a difference.
+  scripts/cpython-suites.py --subset ci --python debian-3.11 --python sid-3.15 \
+    --agent cpu@1000 --agent wall@250 -j 4 --timeout 300 --quiet
 }
-stage demo demo_check
-# The README's first command on a fresh Debian 12 minbase root (prints the time it took).
-stage fresh-root tests/packaging/fresh_root.sh demo
-# The .deb packages, installed with apt-get on a fresh root.
-stage build-package scripts/build.sh package
 package_contents() { # what ships: glibc only, only the interposed exports, no fault injection
   local n=0 f=0 c
   for c in glibc_only exports no_fault_injection; do
@@ -84,20 +76,58 @@ package_contents() { # what ships: glibc only, only the interposed exports, no f
   echo "$n passed, $f failed"
   [ "$f" = 0 ]
 }
-stage package-contents package_contents
-stage packages tests/packaging/fresh_root.sh packages build/package
-# deploy/Dockerfile's runtime image, built step by step in a fresh root (no Docker engine here).
-stage image tests/packaging/fresh_root.sh image build/package
-cpython_suites() { # CPython's own regression tests (a subset chosen for risk) without and with the agent
-  scripts/pythons.sh --ensure --testsuites >/dev/null || return 1
-  scripts/cpython-suites.py --subset ci --python debian-3.11 --python sid-3.15 \
-    --agent cpu@1000 --agent wall@250 -j 4 --timeout 120 --quiet
+packaging_stages() {
+  # The README's first command on a fresh Debian 12 minbase root (prints the time it took).
+  stage fresh-root tests/packaging/fresh_root.sh demo
+  # The .deb packages, installed with apt-get on a fresh root.
+  stage build-package scripts/build.sh package
+  stage package-contents package_contents
+  stage packages tests/packaging/fresh_root.sh packages build/package
+  # deploy/Dockerfile's runtime image, built step by step in a fresh root (no Docker engine here).
+  stage image tests/packaging/fresh_root.sh image build/package
 }
-stage cpython-suites cpython_suites
+t_side=$SECONDS
+(stage cpython-suites cpython_suites) >build/side-cpython-suites.log 2>&1 &
+side_cpython=$!
+packaging_stages >build/side-packaging.log 2>&1 &
+side_packaging=$!
+echo "=== beside the release stage: cpython-suites (build/side-cpython-suites.log)," \
+  "fresh-root, build-package, package-contents, packages, image (build/side-packaging.log)"
+
+stage release ctest_in build/release 'unit|integration'
+stage build-asan scripts/build.sh asan
+stage asan ctest_in build/asan 'unit|fuzz'
+stage build-tsan scripts/build.sh tsan
+stage tsan ctest_in build/tsan 'tsan'
+demo_check() { # the README's main job, stopped at the end
+  PYAGENT_DEMO_STOP=1 PYAGENT_DEMO_SECONDS=4 PYAGENT_DEMO_PORT=$((20000 + RANDOM % 20000)) scripts/demo.sh >build/demo.log 2>&1
+  local rc=$?
+  tail -3 build/demo.log
+  if [ $rc = 0 ]; then echo "1 passed, 0 failed"; else cat build/demo.log; echo "0 passed, 1 failed"; fi
+  return $rc
+}
+stage demo demo_check
 if [ -x tests/browser/run.sh ]; then
   stage browser tests/browser/run.sh build/release
 fi
 
+wait "$side_packaging"
+cat build/side-packaging.log
+wait "$side_cpython"
+cat build/side-cpython-suites.log
+echo "=== the stages beside the release stage ended $((SECONDS - t_side)) s after they started"
+
+passed=0
+failed=0
+failures=""
+for r in build/stage-*.result; do
+  name=${r#build/stage-}
+  name=${name%.result}
+  read -r p f <"$r"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  [ "$f" != 0 ] && failures="$failures $name"
+done
 [ -n "$failures" ] && echo "failed stages:$failures"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" = 0 ]
