@@ -265,7 +265,10 @@ int pa_sampler_program_gone(void) {
 }
 
 void pa_reg_fork_child(void) {
-    /* Timers are not inherited; only the forking thread exists. */
+    /* Timers are not inherited; only the forking thread exists. Its record is the one whose
+     * control block it uses (pa_ctl_self), not the first with its pthread_t: a thread that
+     * ended and is not yet pruned may have left the same handle (glibc reuses a dead thread's
+     * descriptor), and keeping that one would free the control block this thread still uses. */
     size_t keep = 0;
     pthread_t self = pthread_self();
     for (size_t i = 0; i < pa_reg_n; i++) {
@@ -276,7 +279,7 @@ void pa_reg_fork_child(void) {
             atomic_store(&c->armed, 0);
             atomic_store(&c->users, 0);
         }
-        if (!keep && pthread_equal(pa_reg_recs[i].pthread, self)) {
+        if (!keep && c && c == pa_ctl_self) {
             struct pa_thread_rec mine = pa_reg_recs[i];
             pa_reg_recs[i] = pa_reg_recs[0];
             pa_reg_recs[0] = mine;
