@@ -233,6 +233,10 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     pa_profile_free(funcs);
 
     int rc = 0;
+    if (!gzip && out->data == NULL) { /* the whole message: handed over, not copied */
+        *out = msg;
+        return 0;
+    }
     if (!gzip)
         pa_buf_append(out, msg.data ? msg.data : "", msg.len);
     else
