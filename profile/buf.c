@@ -248,21 +248,6 @@ size_t pa_buf_utf8(pa_buf *b, const char *str, size_t len) {
 
 /* ---- binary helpers (pprof.c, capture.c) ---- */
 
-/* Written in place: the pprof encoder writes a few varints per frame and per sample, and
- * a copy through a scratch array was a tenth of the collector's ingest CPU. */
-void pa_put_varint(pa_buf *b, uint64_t v) {
-    if (b->cap - b->len <= 10)
-        pa_buf_reserve(b, 10);
-    unsigned char *o = (unsigned char *)b->data + b->len;
-    while (v > 0x7F) {
-        *o++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *o++ = (unsigned char)v;
-    b->len = (size_t)((char *)o - b->data);
-    b->data[b->len] = '\0';
-}
-
 uint64_t pa_get_varint(pa_reader *r) {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {

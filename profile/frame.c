@@ -93,7 +93,7 @@ static size_t instruction_suffix(const char *s, size_t len, pa_frame_info *out) 
     return at - 2;
 }
 
-void pa_frame_parse(const char *s, size_t len, pa_frame_info *out) {
+void pa_frame_split(const char *s, size_t len, pa_frame_info *out) {
     memset(out, 0, sizeof *out);
     out->kind = PA_FRAME_OTHER;
     out->name = s;
@@ -133,7 +133,7 @@ void pa_frame_parse(const char *s, size_t len, pa_frame_info *out) {
                 out->file = file;
                 out->file_len = flen;
                 out->line = line;
-                out->kind = pa_file_kind(file, flen);
+                out->kind = PA_FRAME_OWN; /* pa_frame_parse tells own, stdlib and site */
                 return;
             }
         }
@@ -152,6 +152,12 @@ void pa_frame_parse(const char *s, size_t len, pa_frame_info *out) {
     }
     if (s[0] == '<' && s[len - 1] == '>')
         out->kind = PA_FRAME_SYNTHETIC;
+}
+
+void pa_frame_parse(const char *s, size_t len, pa_frame_info *out) {
+    pa_frame_split(s, len, out);
+    if (out->kind == PA_FRAME_OWN)
+        out->kind = pa_file_kind(out->file, out->file_len);
 }
 
 const char *pa_frame_kind_name(pa_frame_kind k) {
