@@ -305,7 +305,8 @@ size_t pa_coll_drop_long_lines(uint8_t *buf, size_t *n, size_t maxline) {
         if (linelen > maxline) {
             dropped++;
         } else {
-            memmove(buf + w, buf + r, take);
+            if (w != r) /* only once a line was dropped: most uploads drop none */
+                memmove(buf + w, buf + r, take);
             w += take;
         }
         r += take;
