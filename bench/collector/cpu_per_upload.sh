@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU per upload of HTTP ingest, a figure that does not depend on how busy the machine is:
+# CPU per upload of HTTP ingest, a figure that a busy machine changes far less than throughput:
 # the collector's user+system CPU seconds (/proc/PID/stat, all its threads) while wrk runs
 # run.sh's workload (50 connections, ingest.lua), divided by the uploads stored (those wrk
 # saw answered, and the few in flight when it stopped). wrk's own CPU per upload is shown
@@ -49,7 +49,7 @@ done
 i=0
 for bin in "$@"; do
   i=$((i + 1))
-  grep "^bin$i " "$work/results" | grep -o 'ms_per_upload=[0-9.]*' | cut -d= -f2 | sort -n |
+  grep "^bin$i " "$work/results" | grep -o ' ms_per_upload=[0-9.]*' | cut -d= -f2 | sort -n |
     awk -v b="$bin" '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2;
       printf "%s: CPU per upload median %.3f ms (%.3f-%.3f, %d runs); 2 idle cores: %.0f uploads/s\n", b, m, a[1], a[NR], NR, 2000/m}'
   grep "^bin$i " "$work/results" | grep -o 'wrk_ms_per_upload=[0-9.]*' | cut -d= -f2 | sort -n |
