@@ -436,15 +436,19 @@ int pa_coll_ingest_decode(const struct pa_coll_ingest_request *rq,
         rc = decode_pprof(p, data, len, rq->max_decompressed, &share, &res->stacks, &time_nanos,
                           err);
     } else {
-        /* Dropping long lines edits the text, so it needs a writable copy. */
-        uint8_t *copy = owned ? owned : malloc(len ? len : 1);
-        if (copy == NULL) {
+        /* Dropping long lines edits the text, so it needs a writable copy, unless the text
+         * is the caller's scratch body (or in it: a multipart field) or gunzip's output. */
+        uint8_t *text = owned;
+        if (text == NULL && rq->body_scratch && len != 0)
+            text = (uint8_t *)data; /* the caller's buffer, or a multipart field in it */
+        else if (text == NULL)
+            text = owned = malloc(len ? len : 1);
+        if (text == NULL) {
             rc = fail(500, err, "out of memory");
         } else {
-            if (copy != data)
-                memmove(copy, data, len); /* data may point into owned (multipart) */
-            owned = copy;
-            rc = decode_folded(p, copy, len, rq->rules.folded_strict, &res->dropped_lines,
+            if (text != data)
+                memmove(text, data, len); /* data may point into owned (multipart) */
+            rc = decode_folded(p, text, len, rq->rules.folded_strict, &res->dropped_lines,
                                &res->stacks, err);
         }
     }

@@ -27,6 +27,7 @@ struct pa_coll_ingest_request {
     const char *content_type, *content_encoding;
     const uint8_t *body;
     size_t body_len;
+    bool body_scratch; /* the caller discards body afterwards: decoding may edit it in place */
     size_t max_decompressed;       /* bound on any gunzip output */
     struct pa_coll_budget *budget; /* decompression memory shared with other requests, or NULL */
     int64_t now;

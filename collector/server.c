@@ -95,6 +95,7 @@ struct request {
     enum route route;
     uint8_t *body;
     size_t len, cap;
+    size_t declared; /* Content-Length, when within the limits: the body's first allocation */
     bool too_big;
     bool answered;         /* a response was queued before the body was read */
     struct query_job *job; /* a query handed to the pool, or NULL */
@@ -385,6 +386,7 @@ static enum MHD_Result do_ingest(struct pa_coll_server *srv, struct MHD_Connecti
         .content_encoding = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding"),
         .body = rq->body ? rq->body : (const uint8_t *)"",
         .body_len = rq->len,
+        .body_scratch = rq->body != NULL, /* freed below */
         .max_decompressed = srv->cfg.max_decompressed,
         .budget = &srv->gunzip_memory,
         .now = (int64_t)time(NULL),
@@ -650,6 +652,9 @@ static enum MHD_Result first_call(struct pa_coll_server *srv, struct MHD_Connect
             return reject(rq, c, 413, false, "body: %llu bytes exceed the limit of %zu bytes", n,
                           srv->cfg.max_body);
         rq->too_big = n > srv->cfg.max_body;
+        /* Room for the whole body at once (no realloc and copy as it arrives), up to 1 MiB:
+         * a declared length costs the client nothing, so it reserves no more than that. */
+        rq->declared = n > (1u << 20) ? (1u << 20) : (size_t)n;
     }
     return MHD_YES;
 }
@@ -687,7 +692,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         if (rq->len + n > rq->cap) {
-            size_t cap = rq->cap ? rq->cap : 65536;
+            size_t cap = rq->cap ? rq->cap : rq->declared > 65536 ? rq->declared : 65536;
             while (cap < rq->len + n)
                 cap *= 2;
             uint8_t *b = realloc(rq->body, cap);

@@ -21,9 +21,14 @@ static void put_uint(pa_buf *b, unsigned field, uint64_t v) {
 }
 
 static void put_bytes(pa_buf *b, unsigned field, const void *data, size_t len) {
+    if (b->cap - b->len <= len + 20) /* one check for the tag, the length and the bytes */
+        pa_buf_reserve(b, len + 20);
     pa_put_varint(b, ((uint64_t)field << 3) | 2);
     pa_put_varint(b, len);
-    pa_buf_append(b, data, len);
+    if (len) /* data may be NULL when len is 0 */
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
 }
 
 static void put_msg(pa_buf *b, unsigned field, pa_buf *msg) {
@@ -143,7 +148,7 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
         size_t len;
         const char *s = pa_profile_frame(p, id, &len);
         pa_frame_info fi;
-        pa_frame_parse(s, len, &fi);
+        pa_frame_split(s, len, &fi);
         const char *name = s, *file = "";
         size_t nlen = len, flen = 0;
         /* Python frames split into function and file; a native frame keeps its library in
@@ -233,6 +238,10 @@ int pa_pprof_encode(const pa_profile *p, int gzip, pa_buf *out, pa_error *err) {
     pa_profile_free(funcs);
 
     int rc = 0;
+    if (!gzip && out->data == NULL) { /* the whole message: handed over, not copied */
+        *out = msg;
+        return 0;
+    }
     if (!gzip)
         pa_buf_append(out, msg.data ? msg.data : "", msg.len);
     else

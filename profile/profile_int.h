@@ -11,9 +11,28 @@ void *pa_xrealloc(void *p, size_t n); /* aborts on out-of-memory */
 char *pa_xstrndup(const char *s, size_t n);
 uint64_t pa_hash_bytes(const void *data, size_t n);
 
+/* pa_frame_parse without telling a Python frame's file apart (own, stdlib, site): every
+ * Python frame is PA_FRAME_OWN. For the pprof encoder, which needs only the split and runs
+ * on every frame of every upload the collector stores. */
+void pa_frame_split(const char *s, size_t len, pa_frame_info *out);
+
 /* Binary helpers of pprof.c and capture.c (buf.c). Varints are protobuf's: 7 bits a byte,
  * low group first, the high bit set on every byte but the last. */
-void pa_put_varint(pa_buf *b, uint64_t v);
+/* Inline and written in place: the pprof encoder writes a few varints per frame and per
+ * sample, and the call with a copy through a scratch array was a tenth of the collector's
+ * ingest CPU. */
+static inline void pa_put_varint(pa_buf *b, uint64_t v) {
+    if (b->cap - b->len <= 10)
+        pa_buf_reserve(b, 10);
+    unsigned char *o = (unsigned char *)b->data + b->len;
+    while (v > 0x7F) {
+        *o++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (unsigned char)v;
+    b->len = (size_t)((char *)o - b->data);
+    b->data[b->len] = '\0';
+}
 /* A cursor over untrusted bytes: a read past end, or a varint over 10 bytes, sets bad and
  * returns 0, so a decoder checks bad once after a run of reads. */
 typedef struct pa_reader {

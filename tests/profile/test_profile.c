@@ -257,6 +257,19 @@ static void utf8_is_repaired_visibly(void **state) {
     const char ok[] = "caf\xc3\xa9 \xf0\x9f\x90\x8d";
     assert_true(pa_utf8_valid(ok, strlen(ok)));
     const char *bad[] = {"\xc3", "a\xff\x62", "\xed\xa0\x80", "\xc0\xaf", "\xf4\x90\x80\x80"};
+    /* Past the eight-byte ASCII steps: a bad byte at every offset of a long ASCII run, a
+     * sequence across a step's edge, and one cut at the end, are each found. */
+    char run[40];
+    for (size_t at = 0; at < sizeof run; at++) {
+        memset(run, 'a', sizeof run);
+        run[at] = '\xff';
+        assert_false(pa_utf8_valid(run, sizeof run));
+        assert_true(pa_utf8_valid(run, at));
+    }
+    const char across[] = "abcdefg\xc3\xa9hijklmnopqrstuvwxyz0123456789abcd";
+    memcpy(run, across, sizeof run);
+    assert_true(pa_utf8_valid(run, sizeof run));
+    assert_false(pa_utf8_valid(run, 8)); /* "abcdefg\xc3": cut in the middle */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_false(pa_utf8_valid(bad[i], strlen(bad[i])));
         pa_buf b = {0};
@@ -402,6 +415,27 @@ static void frames_are_classified(void **state) {
     pa_frame_parse(s, strlen(s), &fi);
     assert_int_equal(fi.kind, PA_FRAME_THREAD);
     assert_int_equal(fi.name_len, 10);
+    /* Each marker of a library or the standard library, anywhere in the file name (first,
+     * last, or nearly there); a near miss is the program's own. */
+    const struct {
+        const char *frame;
+        pa_frame_kind kind;
+    } kinds[] = {
+        {"f (/opt/venv/lib/dist-packages/m.py:1)", PA_FRAME_SITE},
+        {"f (site-packages/m.py:1)", PA_FRAME_SITE},
+        {"f (/x/site-packages:1)", PA_FRAME_SITE},
+        {"f (/x/site-package/m.py:1)", PA_FRAME_OWN},
+        {"f (/x/sitesite-packagez/m.py:1)", PA_FRAME_OWN},
+        {"f (C:\\Python311\\Lib\\json\\decoder.py:1)", PA_FRAME_STDLIB},
+        {"f (<frozen importlib._bootstrap>:1)", PA_FRAME_STDLIB},
+        {"f (/lib/python:1)", PA_FRAME_STDLIB},
+        {"f (/lib/pytho:1)", PA_FRAME_OWN},
+        {"f (s:1)", PA_FRAME_OWN},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        pa_frame_parse(kinds[i].frame, strlen(kinds[i].frame), &fi);
+        assert_int_equal(fi.kind, kinds[i].kind);
+    }
 }
 
 static void json_and_html_escaping_is_inert(void **state) {
@@ -586,6 +620,25 @@ static void instruction_suffixes_are_parsed_and_stripped(void **state) {
     assert_int_equal(fi.offset, -1);
     assert_int_equal(fi.line, 9);
     s = "work (/srv/app.py:9) @84 load_attr";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, -1);
+    /* The last " @" counts; an '@' without a space before it is part of the frame. */
+    s = "a @1 (/srv/a@b.py:9)x@2 @5";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, -1); /* the last " @" does not follow ')' */
+    s = "a@b @1 (/srv/a@b @c.py:9) @5 CALL";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, 5);
+    assert_int_equal(fi.line, 9);
+    assert_int_equal(fi.base_len, strlen("a@b @1 (/srv/a@b @c.py:9)"));
+    assert_memory_equal(fi.file, "/srv/a@b @c.py", fi.file_len);
+    s = "w (/srv/a.py:9)@5";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, -1);
+    s = "@";
+    pa_frame_parse(s, strlen(s), &fi);
+    assert_int_equal(fi.offset, -1);
+    s = " @";
     pa_frame_parse(s, strlen(s), &fi);
     assert_int_equal(fi.offset, -1);
     pa_profile *p =
