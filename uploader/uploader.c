@@ -166,11 +166,11 @@ static int python_runs(void) {
     return pa_py_initialized() && !pa_py_finalizing(py);
 }
 
-/* "labels:TEXT" of a label set: its label text can be longer than code_frame's buffer. */
-static uint32_t labels_frame(uint32_t id) {
-    const char *text = pa_labels_text(id);
+/* "labels:TEXT" of a label set and a root span (either may be absent): its label text can
+ * be longer than code_frame's buffer. */
+static uint32_t labels_frame(uint32_t id, const struct pa_span *span) {
     pa_buf b = {0};
-    pa_buf_printf(&b, "labels:%s", text ? text : "");
+    pa_labels_frame_text(&b, id, span);
     uint32_t frame = intern_utf8(b.data, b.len);
     pa_buf_free(&b);
     return frame;
@@ -185,8 +185,6 @@ static uint32_t code_frame(const struct pa_frame *f) {
     }
     if (f->id == PA_SYN_INTERP)
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
-    else if (f->id == PA_SYN_LABELS)
-        return labels_frame((uint32_t)f->line);
     else if (f->id == PA_SYN_TASK)
         n = pa_task_frame_name(f, buf, sizeof buf);
     else if (f->id < PA_SYN_FIRST_CODE)
@@ -306,15 +304,24 @@ void pa_uploader_drain(int final) {
             d = 512;
         size_t n = 0;
         ids[n++] = thread_frame(s->thread);
-        /* A labelled sample's labels:TEXT frame comes right under the thread root, wherever
-         * native frames put it (formats.md, "Labels"). */
-        for (uint32_t k = d; k-- > 0;)
-            if (f[k].id == PA_SYN_LABELS) /* native ids carry PA_NATIVE_FLAG */
-                ids[n++] = code_frame(&f[k]);
+        /* A labelled sample's labels:TEXT frame, with its root span's span_id and span_name,
+         * comes right under the thread root, wherever native frames put it (formats.md,
+         * "Labels"). Native ids carry PA_NATIVE_FLAG, so these ids are never native. */
+        uint32_t set = 0;
+        struct pa_span span = {0, 0};
+        for (uint32_t k = 0; k < d; k++)
+            if (f[k].id == PA_SYN_LABELS)
+                set = (uint32_t)f[k].line;
+            else if (f[k].id == PA_SYN_SPAN)
+                span.id = (uint32_t)f[k].line | (uint64_t)f[k].instr << 32;
+            else if (f[k].id == PA_SYN_SPAN_NAME)
+                span.name = (uint32_t)f[k].line;
+        if (set || span.id)
+            ids[n++] = labels_frame(set, &span);
         for (uint32_t k = d; k-- > 0;) { /* the table is leaf first; profiles are root first */
             if (pa_native_is_native(&f[k]) && is_plumbing(pa_native_ip(&f[k])))
                 continue;
-            if (f[k].id == PA_SYN_LABELS) /* native ids carry PA_NATIVE_FLAG */
+            if (f[k].id == PA_SYN_LABELS || f[k].id == PA_SYN_SPAN || f[k].id == PA_SYN_SPAN_NAME)
                 continue;
             ids[n++] = code_frame(&f[k]);
         }
@@ -408,6 +415,10 @@ static int write_local(int final, int quiet) {
     set_meta_u64("start", (uint64_t)started);
     set_meta_u64("samples", pa_profile_total(total));
     set_meta_u64("dropped", dropped_total);
+    /* Root spans whose name the agent refused (more than PA_SPAN_MAX_NAMES names): their
+     * samples carry span_id without span_name. */
+    if (pa_labels_span_names_refused())
+        set_meta_u64("span_names_refused", pa_labels_span_names_refused());
     if (cfg->bucket_ms)
         set_meta_u64("untimed", untimed_total);
     set_meta_u64("unreadable", st.unreadable);
