@@ -1619,7 +1619,8 @@ def test_labels_wall_mode(ctx):
 
 def test_labels_without_agent(ctx):
     """Without the agent pyagent is a no-op that says so (enabled false) and otherwise behaves
-    as with it: the same current labels, the same refusals (reserved, malformed and too many
+    as with it: the same current labels, the same refusals (reserved names, span_id and
+    span_name among them, which are SpanProcessor's; malformed and too many
     names, empty, too long, non-Unicode and control-character values, non-str values)."""
     env = {"PYTHONPATH": os.path.dirname(ctx.lib)}
     runs = [ctx.run(["labels.py", "truth.json", "api"], agent=agent, env=env) for agent in (False, True)]
@@ -1633,6 +1634,130 @@ def test_labels_without_agent(ctx):
           "current(): %r" % without)
     check(all(without["refused"]), "accepted: %r" % without["refused"])
     print("\n".join(without["refused"]))
+
+
+def otel_dist():
+    """The dist-packages of sid's OpenTelemetry API, SDK and Flask instrumentation
+    (scripts/pythons.sh --otel)."""
+    pythons_sh = os.path.join(PROGRAMS, "..", "..", "..", "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--otel"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no OpenTelemetry from sid: %s" % dist.stderr[-2000:])
+    return dist.stdout.strip()
+
+
+def label_pairs(text):
+    """{name: value} of a label text whose values need no quotes."""
+    return dict(pair.split("=", 1) for pair in text.split(",")) if text else {}
+
+
+def check_span_stacks(stacks, truth, where):
+    """Every sample of a request's own function (req_N) carries exactly its root span's
+    span_id and span_name (and tenant=t1 on /heavy), every sample of outside_work none, and
+    no sample a span id that no request had. Returns {span name: samples in requests}."""
+    reqs, known = truth["requests"], {sid for sid, _, _ in truth["requests"].values()}
+    got, wrong = {}, []
+    for frames, c in stacks:
+        text = labels_of(frames)
+        pairs = label_pairs(text)
+        if "span_id" in pairs and pairs["span_id"] not in known:
+            wrong.append("a span id no request had: %r" % frames[:2])
+        names = [frame_name(f) for f in frames]
+        mine = [n for n in names if n in reqs]
+        if mine:
+            sid, name, _ = reqs[mine[-1]]
+            want = {"span_id": sid, "span_name": name}
+            if name == "POST /heavy":
+                want["tenant"] = "t1"
+            if pairs != want:
+                wrong.append("%s: labels %r, want %r" % (mine[-1], text, want))
+            got[name] = got.get(name, 0) + c
+        elif "outside_work" in names and text:
+            wrong.append("outside any span, labels %r" % text)
+    check(not wrong, "%s: %s" % (where, "; ".join(wrong[:8])))
+    return got
+
+
+def pprof_labelled_stacks(path):
+    """[(frames root first, with a labels:TEXT frame under the thread root as the folded file
+    has it, built from the sample's string labels), count] of a gzip'd pprof file."""
+    import gzip
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))
+    from pyroscope import decode_pprof, fields, packed
+    raw = gzip.decompress(open(path, "rb").read())
+    p = decode_pprof(raw)
+    st = [s.decode("utf-8") for s in p["strings"]]
+    out = []
+    for f, w, v in fields(raw):
+        if f != 2 or w != 2:
+            continue
+        locs, vals, labels = [], [], []
+        for ff, ww, vv in fields(v):
+            if ff == 1:
+                locs += packed(ww, vv)
+            elif ff == 2:
+                vals += packed(ww, vv)
+            elif ff == 3:
+                lab = dict((a, c) for a, _, c in fields(vv))
+                if lab.get(2):  # string labels; numeric ones (timestamp) are not labels here
+                    labels.append((st[lab.get(1, 0)], st[lab[2]]))
+        frames = []
+        for lid in reversed(locs):
+            for fid, line in reversed(p["location"].get(lid, [])):
+                frames.append("%s (%s:%d)" % (st[p["function"][fid][0]], st[p["function"][fid][1]], line))
+        user = ",".join("%s=%s" % kv for kv in sorted(labels) if not kv[0].startswith("thread"))
+        if user:
+            frames.insert(1 if frames and frames[0].startswith("thread:") else 0, "labels:" + user)
+        out.append((frames, vals[0] if vals else 0))
+    return out
+
+
+def test_span_profiles(ctx):
+    """pyagent.SpanProcessor with the real OpenTelemetry SDK (sid's, scripts/pythons.sh
+    --otel): two threads serve requests as root spans with child spans (GET /light, POST
+    /heavy inside pyagent.labels(tenant="t1"), GET /remote whose parent is remote), each in a
+    function of its own. Every sample of a request carries exactly its root span's span_id and
+    span_name, child spans included, in the folded file and in pprof's sample labels; samples
+    outside spans carry none; the share of each span name among the requests' samples is the
+    share of CPU time measured in them, within 2 points plus three standard deviations.
+    Importing pyagent imports no opentelemetry. On 3.8, which sid's SDK does not support,
+    only that: SpanProcessor then fails with the SDK's own import error."""
+    dist = otel_dist()
+    env = {"PYTHONPATH": os.pathsep.join((dist, os.path.dirname(ctx.lib), PROGRAMS)), "PYAGENT_RATE": "1000"}
+    probe = ctx.run([ctx.python, "-c", "import sys, pyagent; print('opentelemetry' in sys.modules); "
+                     "import opentelemetry.sdk.trace; pyagent.SpanProcessor()"], env=env)
+    check(probe.out.startswith("False"), "importing pyagent imported opentelemetry: %r %s" % (probe.out, probe.err))
+    if probe.rc != 0:
+        minor = int(subprocess.run([ctx.python, "-c", "import sys; print(sys.version_info[1])"],
+                                   capture_output=True, text=True).stdout)
+        check(minor < 9, "sid's SDK does not import on 3.%d: %s" % (minor, probe.err[-2000:]))
+        print("3.%d: sid's SDK does not import (%s); pyagent imported without it"
+              % (minor, probe.err.strip().splitlines()[-1]))
+        return
+    rate, cpu = 1000, 2.0
+    r = ctx.run(["spans.py", "truth.json", str(cpu)], env=env)
+    check(r.rc == 0, "spans.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    check(truth["enabled"], "pyagent.enabled is false under the agent")
+    got = check_span_stacks(r.profile().stacks, truth, "folded")
+    n = sum(got.values())
+    want = {}
+    for sid, name, sec in truth["requests"].values():
+        want[name] = want.get(name, 0.0) + sec
+    tsum = sum(want.values())
+    check(n >= 0.8 * rate * tsum, "%d samples in the requests stand for %.2f s; they used %.2f s" % (n, n / rate, tsum))
+    report = []
+    for name in sorted(want):
+        share, q = 100.0 * got.get(name, 0) / n, want[name] / tsum
+        tolerance = 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+        report.append("{span_name=%s} %.1f%% sampled, %.1f%% measured (tolerance %.1f)"
+                      % (name, share, 100 * q, tolerance))
+        check(abs(share - 100 * q) <= tolerance, "share off: " + "; ".join(report))
+    pp = ctx.run(["spans.py", "truth.json", "1.0", "6"], env=dict(env, PYAGENT_OUTPUT="out.pb.gz"))
+    check(pp.rc == 0, "spans.py (pprof) failed: %s" % pp.err[-2000:])
+    pp_truth = json.load(open(os.path.join(pp.cwd, "truth.json")))
+    pp_got = check_span_stacks(pprof_labelled_stacks(os.path.join(pp.cwd, "out.pb.gz")), pp_truth, "pprof")
+    check(set(pp_got) == set(want), "span names in pprof: %r" % sorted(pp_got))
+    print("; ".join(report) + "; %d samples in %d requests; pprof: %r" % (n, len(truth["requests"]), pp_got))
 
 
 def minor_of(p):
@@ -1766,6 +1891,8 @@ SCOPES.update({case: "spread" for case in (
     # Labels: the module's own semantics, and the tick thread's read of the same context
     # (labels_threads and labels_asyncio check the per-version reads on every interpreter).
     "labels_nesting", "labels_without_agent", "labels_wall_mode",
+    # Span profiles: the labels' read of one more variable of the same context.
+    "span_profiles",
     # A running thread's chain read from outside: the same walk as blocked_threads_sampled.
     "blocked_thread_torn_reads")})
 
