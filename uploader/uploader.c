@@ -166,12 +166,27 @@ static int python_runs(void) {
     return pa_py_initialized() && !pa_py_finalizing(py);
 }
 
+/* The local file keeps span_id for its first LOCAL_SPAN_IDS root spans; after that, samples
+ * go into it without span_id (with span_name), counted in the header's span_ids_dropped: a
+ * long-running server's file, held in memory for its whole life, must not grow by every
+ * request. Uploads, one interval each (bounded by the stack table), always carry span_id.
+ * The spans are counted as the distinct labels frames with a span of each interval: a span
+ * sampled in two intervals counts twice, so the bound holds. */
+enum { LOCAL_SPAN_IDS = 10000 };
+static uint64_t local_span_ids;   /* in total */
+static uint64_t pending_span_ids; /* distinct span labels frames in pending */
+static uint64_t pending_span_samples;
+static uint64_t span_ids_dropped; /* samples in total without their span_id */
+
 /* "labels:TEXT" of a label set and a root span (either may be absent): its label text can
  * be longer than code_frame's buffer. */
 static uint32_t labels_frame(uint32_t id, const struct pa_span *span) {
     pa_buf b = {0};
     pa_labels_frame_text(&b, id, span);
+    size_t before = pa_profile_frame_count(pending);
     uint32_t frame = intern_utf8(b.data, b.len);
+    if (span->id && pa_profile_frame_count(pending) > before)
+        pending_span_ids++;
     pa_buf_free(&b);
     return frame;
 }
@@ -318,6 +333,8 @@ void pa_uploader_drain(int final) {
                 span.name = (uint32_t)f[k].line;
         if (set || span.id)
             ids[n++] = labels_frame(set, &span);
+        if (span.id)
+            pending_span_samples += atomic_load(&s->count);
         for (uint32_t k = d; k-- > 0;) { /* the table is leaf first; profiles are root first */
             if (pa_native_is_native(&f[k]) && is_plumbing(pa_native_ip(&f[k])))
                 continue;
@@ -360,8 +377,16 @@ void pa_uploader_spool(void) {
     snprintf(rate, sizeof rate, "%u", cfg->rate);
     pa_profile_set_meta(pending, "rate", rate);
     pa_profile_set_meta(pending, "mode", mode_name());
-    if (out_path[0])
+    if (out_path[0] && local_span_ids + pending_span_ids > LOCAL_SPAN_IDS) {
+        pa_profile *q = pa_profile_transform(pending, &(pa_transform){.drop_label = "span_id"});
+        pa_profile_merge(total, q);
+        pa_profile_free(q);
+        span_ids_dropped += pending_span_samples;
+    } else if (out_path[0]) {
         pa_profile_merge(total, pending);
+        local_span_ids += pending_span_ids;
+    }
+    pending_span_ids = pending_span_samples = 0;
     if (cfg->server[0] && pa_profile_total(pending) > 0) {
         /* from/until must not be empty: the collector and Pyroscope want until > from. */
         time_t until = now > pending_from ? now : pending_from + 1;
@@ -417,6 +442,8 @@ static int write_local(int final, int quiet) {
     set_meta_u64("dropped", dropped_total);
     /* Root spans whose name the agent refused (more than PA_SPAN_MAX_NAMES names): their
      * samples carry span_id without span_name. */
+    if (span_ids_dropped)
+        set_meta_u64("span_ids_dropped", span_ids_dropped);
     if (pa_labels_span_names_refused())
         set_meta_u64("span_names_refused", pa_labels_span_names_refused());
     if (cfg->bucket_ms)
