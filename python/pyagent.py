@@ -290,6 +290,7 @@ def current():
 _span_var = contextvars.ContextVar("pyagent.span", default=None)
 _SPAN_MAGIC = b"pyaS"
 MAX_SPAN_NAME = 256  # bytes of UTF-8 kept of a span name
+MAX_SPAN_NAMES = 1024  # span names the agent interns (agent/labels.h)
 _span_name_ids = {}  # name -> the agent's id (0: refused, or no agent)
 _processor_class = None
 
@@ -328,8 +329,11 @@ def _make_processor_class():
                 return
             hex_id = format(ctx.span_id, "016x")
             span.set_attribute("pyroscope.profile.id", hex_id)
-            value = _SPAN_MAGIC + struct.pack(
-                "<IQ", _cached(_span_name_ids, span.name, _new_span_name_id), ctx.span_id)
+            nid = _span_name_ids.get(span.name)
+            if nid is None:  # names past the agent's 1,024 are asked again, not kept here
+                nid = (_cached(_span_name_ids, span.name, _new_span_name_id)
+                       if len(_span_name_ids) < 2 * MAX_SPAN_NAMES else _new_span_name_id(span.name))
+            value = _SPAN_MAGIC + struct.pack("<IQ", nid, ctx.span_id)
             token = _span_var.set(value)
             with self._open_lock:
                 if len(self._open) >= self.MAX_OPEN:  # spans never ended: forget the oldest

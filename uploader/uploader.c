@@ -166,13 +166,12 @@ static int python_runs(void) {
     return pa_py_initialized() && !pa_py_finalizing(py);
 }
 
-/* The local file keeps span_id for its first LOCAL_SPAN_IDS root spans; after that, samples
- * go into it without span_id (with span_name), counted in the header's span_ids_dropped: a
- * long-running server's file, held in memory for its whole life, must not grow by every
- * request. Uploads, one interval each (bounded by the stack table), always carry span_id.
- * The spans are counted as the distinct labels frames with a span of each interval: a span
- * sampled in two intervals counts twice, so the bound holds. */
-enum { LOCAL_SPAN_IDS = 10000 };
+/* The local file keeps span_id for its first PYAGENT_LOCAL_SPAN_IDS root spans (10,000);
+ * after that, samples go into it without span_id (with span_name), counted in the header's
+ * span_ids_dropped: a long-running server's file, held in memory for its whole life, must not
+ * grow by every request. Uploads, one interval each (bounded by the stack table), always carry
+ * span_id. The spans are counted as the distinct labels frames with a span of each interval:
+ * a span sampled in two intervals counts twice, so the bound holds. */
 static uint64_t local_span_ids;   /* in total */
 static uint64_t pending_span_ids; /* distinct span labels frames in pending */
 static uint64_t pending_span_samples;
@@ -377,7 +376,7 @@ void pa_uploader_spool(void) {
     snprintf(rate, sizeof rate, "%u", cfg->rate);
     pa_profile_set_meta(pending, "rate", rate);
     pa_profile_set_meta(pending, "mode", mode_name());
-    if (out_path[0] && local_span_ids + pending_span_ids > LOCAL_SPAN_IDS) {
+    if (out_path[0] && local_span_ids + pending_span_ids > cfg->local_span_ids) {
         pa_profile *q = pa_profile_transform(pending, &(pa_transform){.drop_label = "span_id"});
         pa_profile_merge(total, q);
         pa_profile_free(q);

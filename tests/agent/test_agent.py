@@ -1718,7 +1718,9 @@ def test_span_profiles(ctx):
     function of its own. Every sample of a request carries exactly its root span's span_id and
     span_name, child spans included, in the folded file and in pprof's sample labels; samples
     outside spans carry none; the share of each span name among the requests' samples is the
-    share of CPU time measured in them, within 2 points plus three standard deviations.
+    share of CPU time measured in them, within 2 points plus three standard deviations. With
+    PYAGENT_LOCAL_SPAN_IDS=0 the local file keeps span_name but no span_id, and its header's
+    span_ids_dropped counts exactly the samples that lost it.
     Importing pyagent imports no opentelemetry. On 3.8, which sid's SDK does not support,
     only that: SpanProcessor then fails with the SDK's own import error."""
     dist = otel_dist()
@@ -1757,7 +1759,18 @@ def test_span_profiles(ctx):
     pp_truth = json.load(open(os.path.join(pp.cwd, "truth.json")))
     pp_got = check_span_stacks(pprof_labelled_stacks(os.path.join(pp.cwd, "out.pb.gz")), pp_truth, "pprof")
     check(set(pp_got) == set(want), "span names in pprof: %r" % sorted(pp_got))
-    print("; ".join(report) + "; %d samples in %d requests; pprof: %r" % (n, len(truth["requests"]), pp_got))
+    # The local file's bound: with PYAGENT_LOCAL_SPAN_IDS=0 it keeps no span_id, every sample
+    # keeps its span_name, and the header counts each sample that lost its span_id.
+    b = ctx.run(["spans.py", "truth.json", "0.5", "4"], env=dict(env, PYAGENT_LOCAL_SPAN_IDS="0"))
+    check(b.rc == 0, "spans.py (PYAGENT_LOCAL_SPAN_IDS=0) failed: %s" % b.err[-2000:])
+    bp = b.profile()
+    named = sum(c for frames, c in bp.stacks if "span_name" in label_pairs(labels_of(frames)))
+    with_id = [frames[:2] for frames, _ in bp.stacks if "span_id" in label_pairs(labels_of(frames))]
+    check(not with_id and named > 0 and bp.meta.get("span_ids_dropped") == str(named),
+          "PYAGENT_LOCAL_SPAN_IDS=0: %d samples with a span name, span_ids_dropped=%s, with a span id: %r"
+          % (named, bp.meta.get("span_ids_dropped"), with_id[:3]))
+    print("; ".join(report) + "; %d samples in %d requests; pprof: %r; PYAGENT_LOCAL_SPAN_IDS=0: %d samples "
+          "without their span_id, counted" % (n, len(truth["requests"]), pp_got, named))
 
 
 def minor_of(p):
