@@ -1711,11 +1711,38 @@ def pprof_labelled_stacks(path):
     return out
 
 
+def check_span_run(ctx, env, mode, cpu, rate=1000):
+    """spans.py in mode (threads, asyncio) for cpu seconds at rate: check_span_stacks on its
+    folded file, and each span name's share of the requests' samples against the CPU time
+    measured in them (2 points plus three standard deviations). Returns the report."""
+    r = ctx.run(["spans.py", "truth.json", str(cpu), "12", mode], env=dict(env, PYAGENT_RATE=str(rate)))
+    check(r.rc == 0, "spans.py %s failed: %s" % (mode, r.err[-2000:]))
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    check(truth["enabled"], "pyagent.enabled is false under the agent")
+    got = check_span_stacks(r.profile().stacks, truth, "folded, " + mode)
+    n = sum(got.values())
+    want = {}
+    for sid, name, sec in truth["requests"].values():
+        want[name] = want.get(name, 0.0) + sec
+    tsum = sum(want.values())
+    check(n >= 0.8 * rate * tsum, "%s: %d samples in the requests stand for %.2f s; they used %.2f s"
+          % (mode, n, n / rate, tsum))
+    report = []
+    for name in sorted(want):
+        share, q = 100.0 * got.get(name, 0) / n, want[name] / tsum
+        tolerance = 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+        report.append("{span_name=%s} %.1f%% sampled, %.1f%% measured (tolerance %.1f)"
+                      % (name, share, 100 * q, tolerance))
+        check(abs(share - 100 * q) <= tolerance, "%s: share off: %s" % (mode, "; ".join(report)))
+    return "%s: %s; %d samples in %d requests" % (mode, "; ".join(report), n, len(truth["requests"]))
+
+
 def test_span_profiles(ctx):
     """pyagent.SpanProcessor with the real OpenTelemetry SDK (sid's, scripts/pythons.sh
     --otel): two threads serve requests as root spans with child spans (GET /light, POST
     /heavy inside pyagent.labels(tenant="t1"), GET /remote whose parent is remote), each in a
-    function of its own. Every sample of a request carries exactly its root span's span_id and
+    function of its own; then three asyncio tasks of one loop serve the same, switching
+    inside their spans. Every sample of a request carries exactly its root span's span_id and
     span_name, child spans included, in the folded file and in pprof's sample labels; samples
     outside spans carry none; the share of each span name among the requests' samples is the
     share of CPU time measured in them, within 2 points plus three standard deviations. With
@@ -1735,25 +1762,8 @@ def test_span_profiles(ctx):
         print("3.%d: sid's SDK does not import (%s); pyagent imported without it"
               % (minor, probe.err.strip().splitlines()[-1]))
         return
-    rate, cpu = 1000, 2.0
-    r = ctx.run(["spans.py", "truth.json", str(cpu)], env=env)
-    check(r.rc == 0, "spans.py failed: %s" % r.err[-2000:])
-    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
-    check(truth["enabled"], "pyagent.enabled is false under the agent")
-    got = check_span_stacks(r.profile().stacks, truth, "folded")
-    n = sum(got.values())
-    want = {}
-    for sid, name, sec in truth["requests"].values():
-        want[name] = want.get(name, 0.0) + sec
-    tsum = sum(want.values())
-    check(n >= 0.8 * rate * tsum, "%d samples in the requests stand for %.2f s; they used %.2f s" % (n, n / rate, tsum))
-    report = []
-    for name in sorted(want):
-        share, q = 100.0 * got.get(name, 0) / n, want[name] / tsum
-        tolerance = 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
-        report.append("{span_name=%s} %.1f%% sampled, %.1f%% measured (tolerance %.1f)"
-                      % (name, share, 100 * q, tolerance))
-        check(abs(share - 100 * q) <= tolerance, "share off: " + "; ".join(report))
+    report = [check_span_run(ctx, env, "threads", 2.0), check_span_run(ctx, env, "asyncio", 1.5)]
+    want = {"GET /light", "GET /remote", "POST /heavy"}
     pp = ctx.run(["spans.py", "truth.json", "1.0", "6"], env=dict(env, PYAGENT_OUTPUT="out.pb.gz"))
     check(pp.rc == 0, "spans.py (pprof) failed: %s" % pp.err[-2000:])
     pp_truth = json.load(open(os.path.join(pp.cwd, "truth.json")))
@@ -1769,8 +1779,8 @@ def test_span_profiles(ctx):
     check(not with_id and named > 0 and bp.meta.get("span_ids_dropped") == str(named),
           "PYAGENT_LOCAL_SPAN_IDS=0: %d samples with a span name, span_ids_dropped=%s, with a span id: %r"
           % (named, bp.meta.get("span_ids_dropped"), with_id[:3]))
-    print("; ".join(report) + "; %d samples in %d requests; pprof: %r; PYAGENT_LOCAL_SPAN_IDS=0: %d samples "
-          "without their span_id, counted" % (n, len(truth["requests"]), pp_got, named))
+    print("\n".join(report) + "\npprof: %r; PYAGENT_LOCAL_SPAN_IDS=0: %d samples without their span_id, "
+          "counted" % (pp_got, named))
 
 
 def minor_of(p):
