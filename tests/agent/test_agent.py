@@ -1747,7 +1747,8 @@ def test_span_profiles(ctx):
     outside spans carry none; the share of each span name among the requests' samples is the
     share of CPU time measured in them, within 2 points plus three standard deviations. With
     PYAGENT_LOCAL_SPAN_IDS=0 the local file keeps span_name but no span_id, and its header's
-    span_ids_dropped counts exactly the samples that lost it.
+    span_ids_dropped counts exactly the samples that lost it. Past 1,024 span names a name is
+    refused: one RuntimeWarning, span_id without span_name, span_names_refused counted.
     Importing pyagent imports no opentelemetry. On 3.8, which sid's SDK does not support,
     only that: SpanProcessor then fails with the SDK's own import error."""
     dist = otel_dist()
@@ -1779,8 +1780,20 @@ def test_span_profiles(ctx):
     check(not with_id and named > 0 and bp.meta.get("span_ids_dropped") == str(named),
           "PYAGENT_LOCAL_SPAN_IDS=0: %d samples with a span name, span_ids_dropped=%s, with a span id: %r"
           % (named, bp.meta.get("span_ids_dropped"), with_id[:3]))
+    # Past the agent's 1,024 span names: a RuntimeWarning once, the samples keep span_id
+    # without span_name, and the header counts the names refused.
+    m = ctx.run(["spans.py", "truth.json", "0.4", "1", "names"], env=env)
+    check(m.rc == 0, "spans.py names failed: %s" % m.err[-2000:])
+    check(m.err.count("RuntimeWarning") == 1 and "span names" in m.err, "warnings: %r" % m.err[-2000:])
+    late = json.load(open(os.path.join(m.cwd, "truth.json")))["requests"]["req_0"][0]
+    mp = m.profile()
+    mine = [(label_pairs(labels_of(f)), c) for f, c in mp.stacks if "req_0" in [frame_name(x) for x in f]]
+    check(mine and all(p == {"span_id": late} for p, _ in mine), "GET /late's samples: %r" % mine[:3])
+    check(int(mp.meta.get("span_names_refused", 0)) == 1100 + 1 - 1024,  # and GET /late
+          "span_names_refused=%s" % mp.meta.get("span_names_refused"))
     print("\n".join(report) + "\npprof: %r; PYAGENT_LOCAL_SPAN_IDS=0: %d samples without their span_id, "
-          "counted" % (pp_got, named))
+          "counted; past 1,024 span names: %d samples with span_id only, span_names_refused=%s"
+          % (pp_got, named, sum(c for _, c in mine), mp.meta.get("span_names_refused")))
 
 
 def minor_of(p):

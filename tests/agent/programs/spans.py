@@ -1,7 +1,7 @@
 """Requests as OpenTelemetry root spans, with child spans, whose CPU is known, for
 pyagent.SpanProcessor (tests/agent/test_agent.py, tests/uploader/test_upload.py).
 
-    PYTHONPATH=DIST:LIBDIR python spans.py OUT.json CPU_SECONDS [REQUESTS [threads|asyncio]]
+    PYTHONPATH=DIST:LIBDIR python spans.py OUT.json CPU_SECONDS [REQUESTS [threads|asyncio|names]]
 
 A TracerProvider of the real SDK with pyagent.SpanProcessor() and no exporter. Two threads
 serve requests at once: thread A "GET /light" (1 unit each), thread B "POST /heavy" (2 units,
@@ -13,7 +13,9 @@ test knows which request (and so which root span) a sample belongs to. The main 
 outside any span (outside_work). asyncio: the same requests served by three tasks of one
 event loop at once (one task per kind), each request awaiting between its root span's half
 and its child's, so that the loop switches tasks inside spans; outside_work runs in the loop's
-thread before the tasks start. OUT.json: {"requests": {"req_N": [span_id as 16 hex digits,
+thread before the tasks start. names: 1,100 root spans of as many names, which use up the
+agent's 1,024 span names, then one request "GET /late" (all its CPU in one root span), whose
+name the agent refuses: its samples carry span_id only. OUT.json: {"requests": {"req_N": [span_id as 16 hex digits,
 span name, thread CPU seconds]}, "outside": seconds, "enabled": pyagent.enabled}."""
 import asyncio
 import json
@@ -113,7 +115,14 @@ async def tasks():
 
 
 t0 = time.thread_time()
-if MODE == "asyncio":
+if MODE == "names":
+    outside_work(CPU / 4)
+    outside = time.thread_time() - t0
+    for i in range(1100):
+        with tracer.start_as_current_span("name %d" % i):
+            pass
+    serve(0, "GET /late", "db", 1)
+elif MODE == "asyncio":
     outside_work(CPU / 4)
     outside = time.thread_time() - t0
     asyncio.run(tasks())
