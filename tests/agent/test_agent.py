@@ -1748,7 +1748,9 @@ def test_span_profiles(ctx):
     share of CPU time measured in them, within 2 points plus three standard deviations. With
     PYAGENT_LOCAL_SPAN_IDS=0 the local file keeps span_name but no span_id, and its header's
     span_ids_dropped counts exactly the samples that lost it. Past 1,024 span names a name is
-    refused: one RuntimeWarning, span_id without span_name, span_names_refused counted.
+    refused: one RuntimeWarning, span_id without span_name, span_names_refused counted. Wall
+    mode's tick thread reads the spans of the threads it samples alike. Without the agent the
+    program runs the same (pyagent.enabled false).
     Importing pyagent imports no opentelemetry. On 3.8, which sid's SDK does not support,
     only that: SpanProcessor then fails with the SDK's own import error."""
     dist = otel_dist()
@@ -1765,6 +1767,17 @@ def test_span_profiles(ctx):
         return
     report = [check_span_run(ctx, env, "threads", 2.0), check_span_run(ctx, env, "asyncio", 1.5)]
     want = {"GET /light", "GET /remote", "POST /heavy"}
+    # Wall mode: the tick thread reads the other threads' spans as the handler reads its own
+    # (shares are wall time there, not the CPU time measured).
+    w = ctx.run(["spans.py", "truth.json", "1.0", "6"], env=dict(env, PYAGENT_MODE="wall"))
+    check(w.rc == 0, "spans.py (wall) failed: %s" % w.err[-2000:])
+    w_got = check_span_stacks(w.profile().stacks, json.load(open(os.path.join(w.cwd, "truth.json"))), "wall")
+    check(set(w_got) == want, "span names in wall mode: %r" % sorted(w_got))
+    # Without the agent: the same program, the same spans, nothing read.
+    off = ctx.run(["spans.py", "truth.json", "0.2", "2"], agent=False, env=env)
+    check(off.rc == 0 and not off.err, "spans.py without the agent: rc %d, %s" % (off.rc, off.err[-2000:]))
+    off_truth = json.load(open(os.path.join(off.cwd, "truth.json")))
+    check(off_truth["enabled"] is False and len(off_truth["requests"]) == 6, "without the agent: %r" % off_truth)
     pp = ctx.run(["spans.py", "truth.json", "1.0", "6"], env=dict(env, PYAGENT_OUTPUT="out.pb.gz"))
     check(pp.rc == 0, "spans.py (pprof) failed: %s" % pp.err[-2000:])
     pp_truth = json.load(open(os.path.join(pp.cwd, "truth.json")))
