@@ -498,7 +498,9 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
      * (pyagent.labels and pyagent.SpanProcessor: the thread's current context says). */
     interp_id = ts ? interp_id_of(py, ts) : 0;
     struct pa_span span = {0, 0};
-    labels = ts && max > 4 ? pa_labels_of(py, ts, &span) : 0;
+    labels = ts && max > 2 ? pa_labels_of(py, ts, &span) : 0;
+    if (max <= 4) /* no room for a span's two frames beside a stack */
+        span.id = 0;
     span_id = span.id;
     span_name = span.name;
     const int room = max - (interp_id > 0 && max > 1) - (labels != 0) - (span.id ? 2 : 0);
