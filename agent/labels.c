@@ -40,7 +40,7 @@ static _Atomic uintptr_t var;
 static uint32_t var_hash32;
 
 /* The root span's variable (pyagent's OpenTelemetry bridge), published by the release store
- * of span_var after var; and the span names, as texts and names. */
+ * of span_var after var; and the interned span names, published as the sets are. */
 static const char SPAN_MAGIC[4] = {'p', 'y', 'a', 'S'};
 static _Atomic uintptr_t span_var;
 static uint32_t span_hash32;
@@ -153,7 +153,9 @@ int pa_labels_intern(const char *pairs, size_t len, pa_error *err) {
     return (int)n + 1;
 }
 
-const char *pa_labels_text(uint32_t id) {
+/* The set's pairs as a series label text ("endpoint=/api,tenant=t1", values quoted where
+ * they must be, profile/series.c), NULL for an unknown id. */
+static const char *set_text(uint32_t id) {
     return id >= 1 && id <= atomic_load_explicit(&n_sets, memory_order_acquire) ? texts[id - 1]
                                                                                 : NULL;
 }
@@ -241,9 +243,14 @@ uint64_t pa_labels_span_names_refused(void) {
 }
 
 void pa_labels_frame_text(pa_buf *out, uint32_t id, const struct pa_span *span) {
+    if (!span || !span->id) { /* a label set alone: its text, made when it was interned */
+        const char *text = set_text(id);
+        pa_buf_printf(out, "%s%s", PA_LABELS_PREFIX, text ? text : "");
+        return;
+    }
     pa_label_pair pairs[PA_LABELS_MAX_PAIRS + 2];
     size_t n = 0;
-    if (id >= 1 && id <= atomic_load_explicit(&n_sets, memory_order_acquire)) {
+    if (set_text(id)) {
         const char *p = pairs_of[id - 1], *end = p + pairs_len[id - 1];
         while (p < end && n < PA_LABELS_MAX_PAIRS) {
             pairs[n].name = p;
@@ -253,13 +260,10 @@ void pa_labels_frame_text(pa_buf *out, uint32_t id, const struct pa_span *span) 
         }
     }
     char hex[17];
-    if (span && span->id) {
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)span->id);
-        pairs[n++] = (pa_label_pair){"span_id", hex};
-        if (span->name >= 1 &&
-            span->name <= atomic_load_explicit(&n_span_names, memory_order_acquire))
-            pairs[n++] = (pa_label_pair){"span_name", span_names[span->name - 1]};
-    }
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)span->id);
+    pairs[n++] = (pa_label_pair){"span_id", hex};
+    if (span->name >= 1 && span->name <= atomic_load_explicit(&n_span_names, memory_order_acquire))
+        pairs[n++] = (pa_label_pair){"span_name", span_names[span->name - 1]};
     pa_buf_printf(out, "%s", PA_LABELS_PREFIX);
     pa_series_labels_text(out, pairs, n);
 }

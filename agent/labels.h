@@ -66,13 +66,10 @@ struct pa_span {
  * any other read of the walk would). */
 uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts, struct pa_span *span);
 
-/* Normal context: the set's pairs as a series label text ("endpoint=/api,tenant=t1", values
- * quoted where they must be, profile/series.c), NULL for an unknown id. Lives as long as the
- * process. */
-const char *pa_labels_text(uint32_t id);
-
-/* Normal context: "labels:TEXT" of label set id (0: none) with span's span_id (16 lowercase
- * hex digits) and span_name (when it has one), in name order, appended to out. */
+/* Normal context: the frame "labels:TEXT" of label set id (0: none) and the root span (id 0:
+ * none), appended to out: TEXT a series label text ("endpoint=/api,tenant=t1", values quoted
+ * where they must be, profile/series.c) of the set's pairs and the span's span_id (16
+ * lowercase hex digits) and span_name (when it has one), in name order. */
 struct pa_buf;
 void pa_labels_frame_text(struct pa_buf *out, uint32_t id, const struct pa_span *span);
 
