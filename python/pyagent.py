@@ -18,7 +18,7 @@ starts with the labels of the code that created it.
 Without the agent (libpyagent.so not preloaded, or not sampling this process) every call
 still checks its labels and otherwise does nothing. Names are letters, digits, '_' and '.',
 not first a digit, at most 64 characters, not reserved (service_name, pyroscope_spy, names
-starting with "__"); values are non-empty str of at most 2048 bytes of UTF-8 without
+starting with "__", and span_id and span_name, which SpanProcessor sets); values are non-empty str of at most 2048 bytes of UTF-8 without
 control characters; at most 16 labels at a time. Anything else raises ValueError or
 TypeError, with or without the agent, so a program behaves the same either way.
 
