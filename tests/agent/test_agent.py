@@ -1678,37 +1678,11 @@ def check_span_stacks(stacks, truth, where):
 
 
 def pprof_labelled_stacks(path):
-    """[(frames root first, with a labels:TEXT frame under the thread root as the folded file
-    has it, built from the sample's string labels), count] of a gzip'd pprof file."""
+    """pprof_labelled_samples of a gzip'd pprof file."""
     import gzip
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))
-    from pyroscope import decode_pprof, fields, packed
-    raw = gzip.decompress(open(path, "rb").read())
-    p = decode_pprof(raw)
-    st = [s.decode("utf-8") for s in p["strings"]]
-    out = []
-    for f, w, v in fields(raw):
-        if f != 2 or w != 2:
-            continue
-        locs, vals, labels = [], [], []
-        for ff, ww, vv in fields(v):
-            if ff == 1:
-                locs += packed(ww, vv)
-            elif ff == 2:
-                vals += packed(ww, vv)
-            elif ff == 3:
-                lab = dict((a, c) for a, _, c in fields(vv))
-                if lab.get(2):  # string labels; numeric ones (timestamp) are not labels here
-                    labels.append((st[lab.get(1, 0)], st[lab[2]]))
-        frames = []
-        for lid in reversed(locs):
-            for fid, line in reversed(p["location"].get(lid, [])):
-                frames.append("%s (%s:%d)" % (st[p["function"][fid][0]], st[p["function"][fid][1]], line))
-        user = ",".join("%s=%s" % kv for kv in sorted(labels) if not kv[0].startswith("thread"))
-        if user:
-            frames.insert(1 if frames and frames[0].startswith("thread:") else 0, "labels:" + user)
-        out.append((frames, vals[0] if vals else 0))
-    return out
+    from pyroscope import pprof_labelled_samples
+    return pprof_labelled_samples(gzip.decompress(open(path, "rb").read()))
 
 
 def check_span_run(ctx, env, mode, cpu, rate=1000):
