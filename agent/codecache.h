@@ -15,17 +15,19 @@
 
 /* Frame ids below this are synthetic frames; code entries start here. */
 enum pa_synthetic {
-    PA_SYN_UNKNOWN = 1,   /* <unknown>: a frame we could not read */
-    PA_SYN_TRUNCATED = 2, /* <truncated>: deeper frames cut off at the depth limit */
-    PA_SYN_NO_PYTHON = 3, /* <no Python frames>: a thread with no Python stack */
-    PA_SYN_IDLE = 5,      /* <idle>: wall mode, the thread waits in a system call */
-    PA_SYN_GIL_WAIT = 6,  /* <waiting for the GIL>: wall mode */
-    PA_SYN_STARTUP = 7,   /* <startup>: before the interpreter is initialized */
-    PA_SYN_SHUTDOWN = 8,  /* <shutdown>: finalizing, or finalized before our exit flush */
-    PA_SYN_INTERP = 9,    /* interp:ID, the root of a sub-interpreter's sample; line = ID */
-    PA_SYN_GC = 10,       /* <GC>: the leaf while this thread runs the cyclic collector */
-    PA_SYN_LABELS = 11,   /* labels:TEXT, the root of a labelled sample; line = label set id */
-    PA_SYN_TASK = 12,     /* task:NAME, the running asyncio task (agent/tasks.h encodes NAME) */
+    PA_SYN_UNKNOWN = 1,    /* <unknown>: a frame we could not read */
+    PA_SYN_TRUNCATED = 2,  /* <truncated>: deeper frames cut off at the depth limit */
+    PA_SYN_NO_PYTHON = 3,  /* <no Python frames>: a thread with no Python stack */
+    PA_SYN_IDLE = 5,       /* <idle>: wall mode, the thread waits in a system call */
+    PA_SYN_GIL_WAIT = 6,   /* <waiting for the GIL>: wall mode */
+    PA_SYN_STARTUP = 7,    /* <startup>: before the interpreter is initialized */
+    PA_SYN_SHUTDOWN = 8,   /* <shutdown>: finalizing, or finalized before our exit flush */
+    PA_SYN_INTERP = 9,     /* interp:ID, the root of a sub-interpreter's sample; line = ID */
+    PA_SYN_GC = 10,        /* <GC>: the leaf while this thread runs the cyclic collector */
+    PA_SYN_LABELS = 11,    /* labels:TEXT, the root of a labelled sample; line = label set id */
+    PA_SYN_TASK = 12,      /* task:NAME, the running asyncio task (agent/tasks.h encodes NAME) */
+    PA_SYN_SPAN = 13,      /* a root span's id: line = its low 32 bits, instr = its high ones */
+    PA_SYN_SPAN_NAME = 14, /* that span's name: line = its id (agent/labels.h) */
     PA_SYN_FIRST_CODE = 16,
 };
 

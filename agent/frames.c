@@ -333,10 +333,23 @@ static int add_interp(struct pa_frame *out, int depth, int64_t id) {
     return depth + 1;
 }
 
-/* Ends a labelled sample with its PA_SYN_LABELS root (outside any interp:ID); walk() kept the
- * slot. */
-static int add_labels(struct pa_frame *out, int depth, uint32_t labels) {
-    if (!labels || depth == 0)
+/* Ends a labelled sample with its PA_SYN_LABELS root (outside any interp:ID), and a sample
+ * taken in a root span with its PA_SYN_SPAN_NAME and PA_SYN_SPAN frames; walk() kept the
+ * slots. The span's frames are part of the stack's key, so each span's samples count apart. */
+static int add_labels(struct pa_frame *out, int depth, uint32_t labels,
+                      const struct pa_span *span) {
+    if (depth == 0)
+        return depth;
+    if (span->id) {
+        out[depth].id = PA_SYN_SPAN;
+        out[depth].line = (int32_t)(uint32_t)span->id;
+        out[depth].instr = (uint32_t)(span->id >> 32);
+        out[depth + 1].id = PA_SYN_SPAN_NAME;
+        out[depth + 1].line = (int32_t)span->name;
+        out[depth + 1].instr = 0;
+        depth += 2;
+    }
+    if (!labels)
         return depth;
     out[depth].id = PA_SYN_LABELS;
     out[depth].line = (int32_t)labels;
@@ -467,20 +480,30 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     pa_guard_env = &env;
     volatile int64_t interp_id = 0;
     volatile uint32_t labels = 0;
+    /* Volatile, as labels: a fault's longjmp must find what was read before it. */
+    volatile uint64_t span_id = 0;
+    volatile uint32_t span_name = 0;
     if (sigsetjmp(env, 0)) {
         /* A read faulted: the frame being read (or the chain beyond it) is gone. */
         counts->unreadable++;
         out[depth].id = PA_SYN_UNKNOWN;
         out[depth].line = 0;
         out[depth].instr = 0;
-        return add_labels(out, add_interp(out, depth + 1, interp_id), labels);
+        struct pa_span span = {span_id, span_name};
+        return add_labels(out, add_interp(out, depth + 1, interp_id), labels, &span);
     }
     uintptr_t ts = other ? tstate_by_thread_id(py, other->pthread) : find_tstate(py);
     /* A sub-interpreter's sample keeps one slot for its PA_SYN_INTERP root, a labelled one
-     * one for its PA_SYN_LABELS root (pyagent.labels: the thread's current context says). */
+     * one for its PA_SYN_LABELS root and one taken in a root span two for its span's frames
+     * (pyagent.labels and pyagent.SpanProcessor: the thread's current context says). */
     interp_id = ts ? interp_id_of(py, ts) : 0;
-    labels = ts && max > 2 ? pa_labels_of(py, ts) : 0;
-    const int room = max - (interp_id > 0 && max > 1) - (labels != 0);
+    struct pa_span span = {0, 0};
+    labels = ts && max > 2 ? pa_labels_of(py, ts, &span) : 0;
+    if (max <= 4) /* no room for a span's two frames beside a stack */
+        span.id = 0;
+    span_id = span.id;
+    span_name = span.name;
+    const int room = max - (interp_id > 0 && max > 1) - (labels != 0) - (span.id ? 2 : 0);
     if (mode != PA_WALK_CPU) {
         if (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts))) {
             pa_guard_env = 0;
@@ -587,7 +610,7 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
         out[depth].instr = 0;
         depth++;
     }
-    return add_labels(out, add_interp(out, depth, interp_id), labels);
+    return add_labels(out, add_interp(out, depth, interp_id), labels, &span);
 }
 
 int pa_walk_this_thread(const struct pa_python *py, struct pa_frame *out, int max,

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,16 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* The variable and the types its lookup checks, published by the release store of var. */
 static _Atomic uintptr_t var;
 static uint32_t var_hash32;
+
+/* The root span's variable (pyagent's OpenTelemetry bridge), published by the release store
+ * of span_var after var; and the interned span names, published as the sets are. */
+static const char SPAN_MAGIC[4] = {'p', 'y', 'a', 'S'};
+static _Atomic uintptr_t span_var;
+static uint32_t span_hash32;
+static char *span_names[PA_SPAN_MAX_NAMES];
+static size_t span_name_len[PA_SPAN_MAX_NAMES];
+static _Atomic uint32_t n_span_names;
+static _Atomic uint64_t span_names_refused;
 static uintptr_t context_type, hamt_type, bitmap_type, array_type;
 
 /* ---- normal context ------------------------------------------------------------------------ */
@@ -60,9 +71,10 @@ static int check_pair(const char *name, const char *value, pa_error *err) {
                            "digit",
                            name);
     /* Names the servers give meaning to: Pyroscope drops names that start with "__" and sets
-     * service_name and pyroscope_spy itself. */
+     * service_name and pyroscope_spy itself; span_id and span_name are the span bridge's. */
     if (strncmp(name, "__", 2) == 0 || strcmp(name, "service_name") == 0 ||
-        strcmp(name, "pyroscope_spy") == 0)
+        strcmp(name, "pyroscope_spy") == 0 || strcmp(name, "span_id") == 0 ||
+        strcmp(name, "span_name") == 0)
         return pa_fail(err, "label name '%s' is reserved", name);
     if (v == 0 || v > PA_LABELS_MAX_VALUE)
         return pa_fail(err, "label '%s': the value must be 1 to %d bytes of UTF-8", name,
@@ -141,9 +153,17 @@ int pa_labels_intern(const char *pairs, size_t len, pa_error *err) {
     return (int)n + 1;
 }
 
-const char *pa_labels_text(uint32_t id) {
+/* The set's pairs as a series label text ("endpoint=/api,tenant=t1", values quoted where
+ * they must be, profile/series.c), NULL for an unknown id. */
+static const char *set_text(uint32_t id) {
     return id >= 1 && id <= atomic_load_explicit(&n_sets, memory_order_acquire) ? texts[id - 1]
                                                                                 : NULL;
+}
+
+/* CPython's hamt_hash of a variable: its 64-bit hash folded to 32 bits, -1 avoided. */
+static uint32_t hamt_hash(int64_t hash) {
+    int32_t h = (int32_t)((uint64_t)hash & 0xffffffffu) ^ (int32_t)((uint64_t)hash >> 32);
+    return (uint32_t)(h == -1 ? -2 : h);
 }
 
 int pa_labels_bind(const struct pa_python *py, uintptr_t v, int64_t hash, uintptr_t hamt,
@@ -163,16 +183,89 @@ int pa_labels_bind(const struct pa_python *py, uintptr_t v, int64_t hash, uintpt
     uintptr_t ctx = (uintptr_t)pa_py_sym("PyContext_Type");
     if (!v || !hamt || !bitmap || !array || !ctx)
         return pa_fail(err, "labels: a type of contextvars was not found; labels are ignored");
-    /* CPython's hamt_hash: the 64-bit hash folded to 32 bits, -1 avoided. */
-    int32_t h = (int32_t)((uint64_t)hash & 0xffffffffu) ^ (int32_t)((uint64_t)hash >> 32);
     atomic_store_explicit(&var, 0, memory_order_release);
-    var_hash32 = (uint32_t)(h == -1 ? -2 : h);
+    var_hash32 = hamt_hash(hash);
     context_type = ctx;
     hamt_type = hamt;
     bitmap_type = bitmap;
     array_type = array;
     atomic_store_explicit(&var, v, memory_order_release);
     return 0;
+}
+
+int pa_labels_bind_span(uintptr_t v, int64_t hash, pa_error *err) {
+    if (!atomic_load_explicit(&var, memory_order_acquire))
+        return pa_fail(err, "spans: labels are not bound; spans are ignored");
+    uintptr_t bound = atomic_load_explicit(&span_var, memory_order_acquire);
+    if (bound && bound != v)
+        return pa_fail(err, "spans are read from another pyagent module's variable; this one "
+                            "is ignored");
+    if (!v)
+        return pa_fail(err, "spans: no variable");
+    atomic_store_explicit(&span_var, 0, memory_order_release);
+    span_hash32 = hamt_hash(hash);
+    atomic_store_explicit(&span_var, v, memory_order_release);
+    return 0;
+}
+
+int pa_labels_span_name(const char *name, size_t len, pa_error *err) {
+    if (len == 0 || len > PA_SPAN_MAX_NAME || !pa_utf8_valid(name, len) || memchr(name, 0, len))
+        return pa_fail(err, "span name: must be 1 to %d bytes of UTF-8 without NUL",
+                       PA_SPAN_MAX_NAME);
+    pthread_mutex_lock(&lock);
+    uint32_t n = atomic_load_explicit(&n_span_names, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        if (span_name_len[i] == len && memcmp(span_names[i], name, len) == 0) {
+            pthread_mutex_unlock(&lock);
+            return (int)i + 1;
+        }
+    char *copy = n < PA_SPAN_MAX_NAMES ? malloc(len + 1) : NULL;
+    if (!copy) {
+        pthread_mutex_unlock(&lock);
+        atomic_fetch_add_explicit(&span_names_refused, 1, memory_order_relaxed);
+        return pa_fail(err, "more than %d different span names in this process", PA_SPAN_MAX_NAMES);
+    }
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    /* Control characters would break a label text's line: they read as '?'. */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)copy[i] < 0x20 || copy[i] == 0x7f)
+            copy[i] = '?';
+    span_names[n] = copy;
+    span_name_len[n] = len;
+    atomic_store_explicit(&n_span_names, n + 1, memory_order_release);
+    pthread_mutex_unlock(&lock);
+    return (int)n + 1;
+}
+
+uint64_t pa_labels_span_names_refused(void) {
+    return atomic_load_explicit(&span_names_refused, memory_order_relaxed);
+}
+
+void pa_labels_frame_text(pa_buf *out, uint32_t id, const struct pa_span *span) {
+    if (!span || !span->id) { /* a label set alone: its text, made when it was interned */
+        const char *text = set_text(id);
+        pa_buf_printf(out, "%s%s", PA_LABELS_PREFIX, text ? text : "");
+        return;
+    }
+    pa_label_pair pairs[PA_LABELS_MAX_PAIRS + 2];
+    size_t n = 0;
+    if (set_text(id)) {
+        const char *p = pairs_of[id - 1], *end = p + pairs_len[id - 1];
+        while (p < end && n < PA_LABELS_MAX_PAIRS) {
+            pairs[n].name = p;
+            p += strlen(p) + 1;
+            pairs[n++].value = p;
+            p += strlen(p) + 1;
+        }
+    }
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)span->id);
+    pairs[n++] = (pa_label_pair){"span_id", hex};
+    if (span->name >= 1 && span->name <= atomic_load_explicit(&n_span_names, memory_order_acquire))
+        pairs[n++] = (pa_label_pair){"span_name", span_names[span->name - 1]};
+    pa_buf_printf(out, "%s", PA_LABELS_PREFIX);
+    pa_series_labels_text(out, pairs, n);
 }
 
 /* ---- signal-handler side ------------------------------------------------------------------- */
@@ -235,10 +328,26 @@ static uintptr_t hamt_find(const struct pa_python *py, uintptr_t node, uintptr_t
     return 0;
 }
 
-uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts) {
+/* The root span in a span variable's value, or span->id 0 when it is not one. */
+static void span_of(const struct pa_python *py, uintptr_t value, struct pa_span *span) {
+    if (!pa_is_type(py, value, py->bytes_type) || PA_READ(long, value + py->layout.b_size) != 16)
+        return;
+    uintptr_t s = value + py->layout.b_sval;
+    for (int i = 0; i < 4; i++)
+        if (PA_READ(char, s + (uintptr_t)i) != SPAN_MAGIC[i])
+            return;
+    uint32_t name = PA_READ(uint32_t, s + 4);
+    span->name = name <= atomic_load_explicit(&n_span_names, memory_order_acquire) ? name : 0;
+    span->id = PA_READ(uint64_t, s + 8);
+}
+
+uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts, struct pa_span *span) {
+    span->id = 0;
+    span->name = 0;
     uintptr_t key = atomic_load_explicit(&var, memory_order_acquire);
     if (!key)
         return 0;
+    uintptr_t skey = atomic_load_explicit(&span_var, memory_order_acquire);
     const struct pa_layout *l = &py->layout;
     uintptr_t ctx = PA_READ(uintptr_t, ts + l->ts_context);
     if (!pa_is_type(py, ctx, context_type))
@@ -246,6 +355,12 @@ uint32_t pa_labels_of(const struct pa_python *py, uintptr_t ts) {
     uintptr_t vars = PA_READ(uintptr_t, ctx + l->ctx_vars);
     if (!pa_is_type(py, vars, hamt_type))
         return 0;
-    uintptr_t value = hamt_find(py, PA_READ(uintptr_t, vars + l->hamt_root), key, var_hash32);
+    uintptr_t root = PA_READ(uintptr_t, vars + l->hamt_root);
+    if (skey) {
+        uintptr_t value = hamt_find(py, root, skey, span_hash32);
+        if (value)
+            span_of(py, value, span);
+    }
+    uintptr_t value = hamt_find(py, root, key, var_hash32);
     return value ? id_of(py, value) : 0;
 }

@@ -201,6 +201,7 @@ void pa_config_read(struct pa_config *cfg) {
     cfg->rate = env_uint("PYAGENT_RATE", 1, 10000, 100);
     cfg->interval_s = env_uint("PYAGENT_UPLOAD_INTERVAL", 1, 3600, 10);
     cfg->max_depth = env_uint("PYAGENT_MAX_DEPTH", 2, 512, 256);
+    cfg->local_span_ids = env_uint("PYAGENT_LOCAL_SPAN_IDS", 0, 10000000, 10000);
 #ifdef PYAGENT_FAULT_INJECTION
     cfg->fault_every = env_uint("PYAGENT_FAULT_INJECT", 0, 1000000, 0);
 #endif

@@ -15,13 +15,15 @@ enum pa_dump_want { PA_DUMP_AUTO = 0, PA_DUMP_ON = 1, PA_DUMP_OFF = 2 };
 enum pa_mode { PA_MODE_CPU = 0, PA_MODE_WALL = 1, PA_MODE_GIL = 2 }; /* = enum pa_walk_mode */
 
 struct pa_config {
-    int enabled;          /* PYAGENT_ENABLE */
-    unsigned rate;        /* PYAGENT_RATE */
-    int mode;             /* PYAGENT_MODE */
-    char output[4096];    /* PYAGENT_OUTPUT, absolute, %p not yet expanded; "" = none */
-    char out_format[32];  /* PYAGENT_OUTPUT_FORMAT; "" = by PYAGENT_OUTPUT's extension */
-    unsigned interval_s;  /* PYAGENT_UPLOAD_INTERVAL */
-    unsigned max_depth;   /* PYAGENT_MAX_DEPTH */
+    int enabled;         /* PYAGENT_ENABLE */
+    unsigned rate;       /* PYAGENT_RATE */
+    int mode;            /* PYAGENT_MODE */
+    char output[4096];   /* PYAGENT_OUTPUT, absolute, %p not yet expanded; "" = none */
+    char out_format[32]; /* PYAGENT_OUTPUT_FORMAT; "" = by PYAGENT_OUTPUT's extension */
+    unsigned interval_s; /* PYAGENT_UPLOAD_INTERVAL */
+    unsigned max_depth;  /* PYAGENT_MAX_DEPTH */
+    /* PYAGENT_LOCAL_SPAN_IDS: root spans whose span_id the local file keeps */
+    unsigned local_span_ids;
     int log_level;        /* PYAGENT_LOG */
     char server[1024];    /* PYAGENT_SERVER / PYROSCOPE_SERVER_ADDRESS */
     char app_name[256];   /* PYAGENT_APP_NAME / PYROSCOPE_APPLICATION_NAME */

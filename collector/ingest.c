@@ -365,6 +365,22 @@ static int split_labels(pa_profile **pp, struct pa_coll_ingest_result *res, int 
     size_t n = pa_profile_label_sets(*pp, &sets);
     if (n == 0)
         return 0;
+    /* span_id (span profiles: pyagent.SpanProcessor, Pyroscope's SDKs) names one request: a
+     * series per request would grow without bound. Its samples keep their other labels
+     * (span_name, ...) and lose span_id (docs/collector-api.md, "Labelled samples"). */
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *text = pa_profile_frame(*pp, sets[i], &len);
+        if (memmem(text, len, "span_id=", 8)) {
+            pa_profile *q = pa_profile_transform(*pp, &(pa_transform){.drop_label = "span_id"});
+            pa_profile_free(*pp);
+            *pp = q;
+            free(sets);
+            if ((n = pa_profile_label_sets(*pp, &sets)) == 0)
+                return 0;
+            break;
+        }
+    }
     int rc = 0;
     res->parts = calloc(n, sizeof *res->parts);
     if (!res->parts)

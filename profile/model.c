@@ -740,6 +740,28 @@ pa_profile *pa_profile_filter(const pa_profile *p, const char *include, const ch
     return out;
 }
 
+/* The labels frame s (len bytes, well formed) without the label name, interned into out;
+ * UINT32_MAX when no label is left. */
+static uint32_t labels_without(pa_profile *out, const char *s, size_t len, const char *name) {
+    char *text = pa_xstrndup(s, len), *at = text + PA_LABELS_PREFIX_LEN, *key, *value;
+    pa_label_pair *pairs = pa_xrealloc(NULL, (len / 2 + 1) * sizeof *pairs); /* "k=v," each */
+    size_t n = 0;
+    while (pa_series_split(&at, &key, &value) == 1)
+        if (strcmp(key, name) != 0)
+            pairs[n++] = (pa_label_pair){key, value};
+    uint32_t id = UINT32_MAX;
+    if (n) {
+        pa_buf b = {0};
+        pa_buf_puts(&b, PA_LABELS_PREFIX);
+        pa_series_labels_text(&b, pairs, n);
+        id = pa_profile_intern(out, b.data, b.len);
+        pa_buf_free(&b);
+    }
+    free(pairs);
+    free(text);
+    return id;
+}
+
 pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
     pa_profile *out = pa_profile_new();
     uint32_t *map = pa_xrealloc(NULL, (p->nframes + 1) * sizeof *map);
@@ -761,6 +783,10 @@ pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
             pa_buf_free(&b);
         } else if (t->strip_instructions && fi.offset >= 0) {
             map[id] = pa_profile_intern(out, s, fi.base_len);
+        } else if (t->drop_label && len >= PA_LABELS_PREFIX_LEN &&
+                   memcmp(s, PA_LABELS_PREFIX, PA_LABELS_PREFIX_LEN) == 0 &&
+                   well_formed_labels(s, len)) {
+            map[id] = labels_without(out, s, len, t->drop_label);
         } else {
             map[id] = pa_profile_intern(out, s, len);
         }
@@ -780,7 +806,7 @@ pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t) {
         size_t n = 0;
         for (uint32_t k = 0; k < st->depth; k++) {
             uint32_t id = p->pool[st->off + k];
-            if (t->drop_threads && is_thread[id])
+            if ((t->drop_threads && is_thread[id]) || map[id] == UINT32_MAX)
                 continue;
             ids[n++] = map[id];
         }

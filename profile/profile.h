@@ -174,6 +174,9 @@ typedef struct pa_transform {
     int strip_instructions; /* "f (a.py:12) @84 LOAD_ATTR" -> "f (a.py:12)" */
     int drop_time;          /* forget the time buckets */
     uint64_t scale_total;   /* when non-zero, scale counts so they sum to about this */
+    /* When set, a label name: labels:TEXT frames lose that label; one left without labels
+     * leaves its stacks (span_id, which would make a series or an upload per request). */
+    const char *drop_label;
 } pa_transform;
 pa_profile *pa_profile_transform(const pa_profile *p, const pa_transform *t);
 

@@ -22,6 +22,9 @@
 #                                                           (libpython3.X-testsuite) into its root
 #   scripts/pythons.sh --aiohttp                           print the dist-packages of sid's
 #                       python3-aiohttp and what it imports, unpacked for sid's interpreters
+#   scripts/pythons.sh --otel                              print the dist-packages of sid's
+#                       OpenTelemetry API, SDK and Flask instrumentation and what they import
+#                       (pure Python; wrapt's C extension, built for sid's, falls back)
 #
 # The list (default build/pythons.txt), one interpreter a line, tab-separated:
 #   NAME  PATH  KIND  VERSION  HEADERS
@@ -48,7 +51,7 @@ testsuites=0
 ft=0
 while [ $# -gt 0 ]; do
   case "$1" in
-  --ensure | --list | --austin | --otel-proto | --aiohttp) mode=${1#--} ;;
+  --ensure | --list | --austin | --otel-proto | --aiohttp | --otel) mode=${1#--} ;;
   --ensure-ft) mode=ensure ft=1 ;;
   --out)
     [ $# -ge 2 ] || { echo "pythons: --out needs a file" >&2; exit 2; }
@@ -445,6 +448,19 @@ aiohttp() {
     python3-aiohappyeyeballs python3-attr python3-idna python3-typing-extensions
 }
 
+# otel: sid's OpenTelemetry API and SDK, and Flask's instrumentation with what it imports, for
+# the span-profile cases of tests/agent (pyagent.SpanProcessor). All pure Python but wrapt,
+# whose pure-Python fallback runs where its C extension was not built for the interpreter;
+# typing_extensions and packaging for interpreters (sid's) that have none. Flask itself is
+# Debian 12's (python3-flask), for /usr/bin/python3.11.
+otel() {
+  sid_packages otel usr/lib/python3/dist-packages/opentelemetry/instrumentation/flask \
+    python3-opentelemetry-api python3-opentelemetry-sdk \
+    python3-opentelemetry-semantic-conventions python3-opentelemetry-instrumentation \
+    python3-opentelemetry-instrumentation-wsgi python3-opentelemetry-instrumentation-flask \
+    python3-opentelemetry-util-http python3-wrapt python3-packaging python3-typing-extensions
+}
+
 # ---------------------------------------------------------------------------------------
 # Free-threaded interpreters, built from sid's source packages
 #
@@ -638,6 +654,7 @@ case "$mode" in
 ensure) ensure ;;
 otel-proto) otel_proto ;;
 aiohttp) aiohttp ;;
+otel) otel ;;
 list)
   [ -s "$out" ] || ensure >&2
   cat "$out"

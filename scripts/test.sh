@@ -51,6 +51,11 @@ ctest_in() { # ctest_in BUILD_DIR LABEL_REGEX
 # --ensure-ft: the free-threaded interpreter is built once from sid's source (minutes of both
 # CPUs) and cached with the others.
 stage pythons scripts/pythons.sh --ensure-ft
+# sid's packages that integration cases import (aiohttp for asyncio tasks, OpenTelemetry for
+# span profiles), fetched once here rather than first by whichever case runs first; the cases
+# ask pythons.sh again and find them cached. A failure here fails the stage.
+sid_test_packages() { scripts/pythons.sh --aiohttp >/dev/null && scripts/pythons.sh --otel >/dev/null; }
+stage sid-packages sid_test_packages
 stage build-release scripts/build.sh release
 # Beside the release stage, which leaves part of both CPUs idle while its tests wait (uploads,
 # stalls, sleeps), run the stages that mostly wait too: CPython's suites (their modules sleep

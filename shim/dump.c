@@ -100,7 +100,7 @@ static void put_thread(struct answer *a, const struct pa_thread_info *t, struct 
         uint32_t id = frames[i].id;
         if (id == PA_SYN_INTERP)
             put(a, "frame 0\tinterp:%d\t\n", frames[i].line);
-        else if (id == PA_SYN_LABELS)
+        else if (id == PA_SYN_LABELS || id == PA_SYN_SPAN || id == PA_SYN_SPAN_NAME)
             continue; /* the request's labels are the profile's business, not a stack's */
         else if (id == PA_SYN_TASK) {
             char t[96];

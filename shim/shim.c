@@ -629,6 +629,21 @@ PA_EXPORT int pyagent_labels_intern(const char *pairs, size_t len) {
     return pa_labels_intern(pairs, len, &labels_err);
 }
 
+/* Tells the agent which ContextVar holds the root span (pyagent.SpanProcessor), after
+ * pyagent_labels_bind. 0 or -1. */
+PA_EXPORT int pyagent_span_bind(uintptr_t var, int64_t hash) {
+    if (!atomic_load(&active) || getpid() != agent_pid)
+        return pa_fail(&labels_err, "the agent is not sampling this process");
+    return pa_labels_bind_span(var, hash, &labels_err);
+}
+
+/* Interns a root span's name (len bytes of UTF-8): its id, or -1 (pyagent_labels_error). */
+PA_EXPORT int pyagent_span_name(const char *name, size_t len) {
+    if (!atomic_load(&active))
+        return pa_fail(&labels_err, "the agent is not sampling this process");
+    return pa_labels_span_name(name, len, &labels_err);
+}
+
 PA_EXPORT const char *pyagent_labels_error(void) {
     return labels_err.msg;
 }

@@ -606,9 +606,15 @@ int pa_send_spool(const pa_profile *p, time_t from, time_t until) {
         snprintf(start, sizeof start, "%lld", (long long)from);
         pa_profile_set_meta(q, "start", start);
     }
-    int rc = protocol == PROTO_INGEST && !cfg->upload_pprof
-                 ? spool_label_sets(q ? q : p, from, until)
-                 : spool_parts(q ? q : p, from, until, name_q);
+    int folded = protocol == PROTO_INGEST && !cfg->upload_pprof;
+    /* Folded /ingest sends each label set as an upload of its own: with span_id, one per
+     * request. Those uploads go without span_id (as the collector files them), with their
+     * span_name. */
+    pa_profile *r =
+        folded ? pa_profile_transform(q ? q : p, &(pa_transform){.drop_label = "span_id"}) : NULL;
+    int rc =
+        folded ? spool_label_sets(r, from, until) : spool_parts(q ? q : p, from, until, name_q);
+    pa_profile_free(r);
     pa_profile_free(q);
     return rc;
 }

@@ -166,12 +166,26 @@ static int python_runs(void) {
     return pa_py_initialized() && !pa_py_finalizing(py);
 }
 
-/* "labels:TEXT" of a label set: its label text can be longer than code_frame's buffer. */
-static uint32_t labels_frame(uint32_t id) {
-    const char *text = pa_labels_text(id);
+/* The local file keeps span_id for its first PYAGENT_LOCAL_SPAN_IDS root spans (10,000);
+ * after that, samples go into it without span_id (with span_name), counted in the header's
+ * span_ids_dropped: a long-running server's file, held in memory for its whole life, must not
+ * grow by every request. Uploads, one interval each (bounded by the stack table), always carry
+ * span_id. The spans are counted as the distinct labels frames with a span of each interval:
+ * a span sampled in two intervals counts twice, so the bound holds. */
+static uint64_t local_span_ids;   /* in total */
+static uint64_t pending_span_ids; /* distinct span labels frames in pending */
+static uint64_t pending_span_samples;
+static uint64_t span_ids_dropped; /* samples in total without their span_id */
+
+/* "labels:TEXT" of a label set and a root span (either may be absent): its label text can
+ * be longer than code_frame's buffer. */
+static uint32_t labels_frame(uint32_t id, const struct pa_span *span) {
     pa_buf b = {0};
-    pa_buf_printf(&b, "labels:%s", text ? text : "");
+    pa_labels_frame_text(&b, id, span);
+    size_t before = pa_profile_frame_count(pending);
     uint32_t frame = intern_utf8(b.data, b.len);
+    if (span->id && pa_profile_frame_count(pending) > before)
+        pending_span_ids++;
     pa_buf_free(&b);
     return frame;
 }
@@ -185,8 +199,6 @@ static uint32_t code_frame(const struct pa_frame *f) {
     }
     if (f->id == PA_SYN_INTERP)
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
-    else if (f->id == PA_SYN_LABELS)
-        return labels_frame((uint32_t)f->line);
     else if (f->id == PA_SYN_TASK)
         n = pa_task_frame_name(f, buf, sizeof buf);
     else if (f->id < PA_SYN_FIRST_CODE)
@@ -306,15 +318,26 @@ void pa_uploader_drain(int final) {
             d = 512;
         size_t n = 0;
         ids[n++] = thread_frame(s->thread);
-        /* A labelled sample's labels:TEXT frame comes right under the thread root, wherever
-         * native frames put it (formats.md, "Labels"). */
-        for (uint32_t k = d; k-- > 0;)
-            if (f[k].id == PA_SYN_LABELS) /* native ids carry PA_NATIVE_FLAG */
-                ids[n++] = code_frame(&f[k]);
+        /* A labelled sample's labels:TEXT frame, with its root span's span_id and span_name,
+         * comes right under the thread root, wherever native frames put it (formats.md,
+         * "Labels"). Native ids carry PA_NATIVE_FLAG, so these ids are never native. */
+        uint32_t set = 0;
+        struct pa_span span = {0, 0};
+        for (uint32_t k = 0; k < d; k++)
+            if (f[k].id == PA_SYN_LABELS)
+                set = (uint32_t)f[k].line;
+            else if (f[k].id == PA_SYN_SPAN)
+                span.id = (uint32_t)f[k].line | (uint64_t)f[k].instr << 32;
+            else if (f[k].id == PA_SYN_SPAN_NAME)
+                span.name = (uint32_t)f[k].line;
+        if (set || span.id)
+            ids[n++] = labels_frame(set, &span);
+        if (span.id)
+            pending_span_samples += atomic_load(&s->count);
         for (uint32_t k = d; k-- > 0;) { /* the table is leaf first; profiles are root first */
             if (pa_native_is_native(&f[k]) && is_plumbing(pa_native_ip(&f[k])))
                 continue;
-            if (f[k].id == PA_SYN_LABELS) /* native ids carry PA_NATIVE_FLAG */
+            if (f[k].id == PA_SYN_LABELS || f[k].id == PA_SYN_SPAN || f[k].id == PA_SYN_SPAN_NAME)
                 continue;
             ids[n++] = code_frame(&f[k]);
         }
@@ -353,8 +376,16 @@ void pa_uploader_spool(void) {
     snprintf(rate, sizeof rate, "%u", cfg->rate);
     pa_profile_set_meta(pending, "rate", rate);
     pa_profile_set_meta(pending, "mode", mode_name());
-    if (out_path[0])
+    if (out_path[0] && local_span_ids + pending_span_ids > cfg->local_span_ids) {
+        pa_profile *q = pa_profile_transform(pending, &(pa_transform){.drop_label = "span_id"});
+        pa_profile_merge(total, q);
+        pa_profile_free(q);
+        span_ids_dropped += pending_span_samples;
+    } else if (out_path[0]) {
         pa_profile_merge(total, pending);
+        local_span_ids += pending_span_ids;
+    }
+    pending_span_ids = pending_span_samples = 0;
     if (cfg->server[0] && pa_profile_total(pending) > 0) {
         /* from/until must not be empty: the collector and Pyroscope want until > from. */
         time_t until = now > pending_from ? now : pending_from + 1;
@@ -408,6 +439,12 @@ static int write_local(int final, int quiet) {
     set_meta_u64("start", (uint64_t)started);
     set_meta_u64("samples", pa_profile_total(total));
     set_meta_u64("dropped", dropped_total);
+    /* Root spans whose name the agent refused (more than PA_SPAN_MAX_NAMES names): their
+     * samples carry span_id without span_name. */
+    if (span_ids_dropped)
+        set_meta_u64("span_ids_dropped", span_ids_dropped);
+    if (pa_labels_span_names_refused())
+        set_meta_u64("span_names_refused", pa_labels_span_names_refused());
     if (cfg->bucket_ms)
         set_meta_u64("untimed", untimed_total);
     set_meta_u64("unreadable", st.unreadable);

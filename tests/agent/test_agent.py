@@ -1631,7 +1631,8 @@ def test_labels_wall_mode(ctx):
 
 def test_labels_without_agent(ctx):
     """Without the agent pyagent is a no-op that says so (enabled false) and otherwise behaves
-    as with it: the same current labels, the same refusals (reserved, malformed and too many
+    as with it: the same current labels, the same refusals (reserved names, span_id and
+    span_name among them, which are SpanProcessor's; malformed and too many
     names, empty, too long, non-Unicode and control-character values, non-str values)."""
     env = {"PYTHONPATH": os.path.dirname(ctx.lib)}
     runs = [ctx.run(["labels.py", "truth.json", "api"], agent=agent, env=env) for agent in (False, True)]
@@ -1645,6 +1646,153 @@ def test_labels_without_agent(ctx):
           "current(): %r" % without)
     check(all(without["refused"]), "accepted: %r" % without["refused"])
     print("\n".join(without["refused"]))
+
+
+def otel_dist():
+    """The dist-packages of sid's OpenTelemetry API, SDK and Flask instrumentation
+    (scripts/pythons.sh --otel)."""
+    pythons_sh = os.path.join(PROGRAMS, "..", "..", "..", "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--otel"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no OpenTelemetry from sid: %s" % dist.stderr[-2000:])
+    return dist.stdout.strip()
+
+
+def label_pairs(text):
+    """{name: value} of a label text whose values need no quotes."""
+    return dict(pair.split("=", 1) for pair in text.split(",")) if text else {}
+
+
+def check_span_stacks(stacks, truth, where):
+    """Every sample of a request's own function (req_N) carries exactly its root span's
+    span_id and span_name (and tenant=t1 on /heavy), every sample of outside_work none, and
+    no sample a span id that no request had. Returns {span name: samples in requests}."""
+    reqs, known = truth["requests"], {sid for sid, _, _ in truth["requests"].values()}
+    got, wrong = {}, []
+    for frames, c in stacks:
+        text = labels_of(frames)
+        pairs = label_pairs(text)
+        if "span_id" in pairs and pairs["span_id"] not in known:
+            wrong.append("a span id no request had: %r" % frames[:2])
+        names = [frame_name(f) for f in frames]
+        mine = [n for n in names if n in reqs]
+        if mine:
+            sid, name, _ = reqs[mine[-1]]
+            want = {"span_id": sid, "span_name": name}
+            if name == "POST /heavy":
+                want["tenant"] = "t1"
+            if pairs != want:
+                wrong.append("%s: labels %r, want %r" % (mine[-1], text, want))
+            got[name] = got.get(name, 0) + c
+        elif "outside_work" in names and text:
+            wrong.append("outside any span, labels %r" % text)
+    check(not wrong, "%s: %s" % (where, "; ".join(wrong[:8])))
+    return got
+
+
+def pprof_labelled_stacks(path):
+    """pprof_labelled_samples of a gzip'd pprof file."""
+    import gzip
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))
+    from pyroscope import pprof_labelled_samples
+    return pprof_labelled_samples(gzip.decompress(open(path, "rb").read()))
+
+
+def check_span_run(ctx, env, mode, cpu, rate=1000):
+    """spans.py in mode (threads, asyncio) for cpu seconds at rate: check_span_stacks on its
+    folded file, and each span name's share of the requests' samples against the CPU time
+    measured in them (2 points plus three standard deviations). Returns the report."""
+    r = ctx.run(["spans.py", "truth.json", str(cpu), "12", mode], env=dict(env, PYAGENT_RATE=str(rate)))
+    check(r.rc == 0, "spans.py %s failed: %s" % (mode, r.err[-2000:]))
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    check(truth["enabled"], "pyagent.enabled is false under the agent")
+    got = check_span_stacks(r.profile().stacks, truth, "folded, " + mode)
+    n = sum(got.values())
+    want = {}
+    for sid, name, sec in truth["requests"].values():
+        want[name] = want.get(name, 0.0) + sec
+    tsum = sum(want.values())
+    check(n >= 0.8 * rate * tsum, "%s: %d samples in the requests stand for %.2f s; they used %.2f s"
+          % (mode, n, n / rate, tsum))
+    report = []
+    for name in sorted(want):
+        share, q = 100.0 * got.get(name, 0) / n, want[name] / tsum
+        tolerance = 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+        report.append("{span_name=%s} %.1f%% sampled, %.1f%% measured (tolerance %.1f)"
+                      % (name, share, 100 * q, tolerance))
+        check(abs(share - 100 * q) <= tolerance, "%s: share off: %s" % (mode, "; ".join(report)))
+    return "%s: %s; %d samples in %d requests" % (mode, "; ".join(report), n, len(truth["requests"]))
+
+
+def test_span_profiles(ctx):
+    """pyagent.SpanProcessor with the real OpenTelemetry SDK (sid's, scripts/pythons.sh
+    --otel): two threads serve requests as root spans with child spans (GET /light, POST
+    /heavy inside pyagent.labels(tenant="t1"), GET /remote whose parent is remote), each in a
+    function of its own; then three asyncio tasks of one loop serve the same, switching
+    inside their spans. Every sample of a request carries exactly its root span's span_id and
+    span_name, child spans included, in the folded file and in pprof's sample labels; samples
+    outside spans carry none; the share of each span name among the requests' samples is the
+    share of CPU time measured in them, within 2 points plus three standard deviations. With
+    PYAGENT_LOCAL_SPAN_IDS=0 the local file keeps span_name but no span_id, and its header's
+    span_ids_dropped counts exactly the samples that lost it. Past 1,024 span names a name is
+    refused: one RuntimeWarning, span_id without span_name, span_names_refused counted. Wall
+    mode's tick thread reads the spans of the threads it samples alike. Without the agent the
+    program runs the same (pyagent.enabled false).
+    Importing pyagent imports no opentelemetry. Before 3.10, where sid's SDK does not import,
+    only that: SpanProcessor then fails with the SDK's own import error."""
+    dist = otel_dist()
+    env = {"PYTHONPATH": os.pathsep.join((dist, os.path.dirname(ctx.lib), PROGRAMS)), "PYAGENT_RATE": "1000"}
+    probe = ctx.run([ctx.python, "-c", "import sys, pyagent; print('opentelemetry' in sys.modules); "
+                     "import opentelemetry.sdk.trace; pyagent.SpanProcessor()"], env=env)
+    check(probe.out.startswith("False"), "importing pyagent imported opentelemetry: %r %s" % (probe.out, probe.err))
+    if probe.rc != 0:
+        minor = int(subprocess.run([ctx.python, "-c", "import sys; print(sys.version_info[1])"],
+                                   capture_output=True, text=True).stdout)
+        check(minor < 10, "sid's SDK does not import on 3.%d: %s" % (minor, probe.err[-2000:]))
+        print("3.%d: sid's SDK does not import (%s); pyagent imported without it"
+              % (minor, probe.err.strip().splitlines()[-1]))
+        return
+    report = [check_span_run(ctx, env, "threads", 2.0), check_span_run(ctx, env, "asyncio", 1.5)]
+    want = {"GET /light", "GET /remote", "POST /heavy"}
+    # Wall mode: the tick thread reads the other threads' spans as the handler reads its own
+    # (shares are wall time there, not the CPU time measured).
+    w = ctx.run(["spans.py", "truth.json", "1.0", "6"], env=dict(env, PYAGENT_MODE="wall"))
+    check(w.rc == 0, "spans.py (wall) failed: %s" % w.err[-2000:])
+    w_got = check_span_stacks(w.profile().stacks, json.load(open(os.path.join(w.cwd, "truth.json"))), "wall")
+    check(set(w_got) == want, "span names in wall mode: %r" % sorted(w_got))
+    # Without the agent: the same program, the same spans, nothing read.
+    off = ctx.run(["spans.py", "truth.json", "0.2", "2"], agent=False, env=env)
+    check(off.rc == 0 and not off.err, "spans.py without the agent: rc %d, %s" % (off.rc, off.err[-2000:]))
+    off_truth = json.load(open(os.path.join(off.cwd, "truth.json")))
+    check(off_truth["enabled"] is False and len(off_truth["requests"]) == 6, "without the agent: %r" % off_truth)
+    pp = ctx.run(["spans.py", "truth.json", "1.0", "6"], env=dict(env, PYAGENT_OUTPUT="out.pb.gz"))
+    check(pp.rc == 0, "spans.py (pprof) failed: %s" % pp.err[-2000:])
+    pp_truth = json.load(open(os.path.join(pp.cwd, "truth.json")))
+    pp_got = check_span_stacks(pprof_labelled_stacks(os.path.join(pp.cwd, "out.pb.gz")), pp_truth, "pprof")
+    check(set(pp_got) == set(want), "span names in pprof: %r" % sorted(pp_got))
+    # The local file's bound: with PYAGENT_LOCAL_SPAN_IDS=0 it keeps no span_id, every sample
+    # keeps its span_name, and the header counts each sample that lost its span_id.
+    b = ctx.run(["spans.py", "truth.json", "0.5", "4"], env=dict(env, PYAGENT_LOCAL_SPAN_IDS="0"))
+    check(b.rc == 0, "spans.py (PYAGENT_LOCAL_SPAN_IDS=0) failed: %s" % b.err[-2000:])
+    bp = b.profile()
+    named = sum(c for frames, c in bp.stacks if "span_name" in label_pairs(labels_of(frames)))
+    with_id = [frames[:2] for frames, _ in bp.stacks if "span_id" in label_pairs(labels_of(frames))]
+    check(not with_id and named > 0 and bp.meta.get("span_ids_dropped") == str(named),
+          "PYAGENT_LOCAL_SPAN_IDS=0: %d samples with a span name, span_ids_dropped=%s, with a span id: %r"
+          % (named, bp.meta.get("span_ids_dropped"), with_id[:3]))
+    # Past the agent's 1,024 span names: a RuntimeWarning once, the samples keep span_id
+    # without span_name, and the header counts the names refused.
+    m = ctx.run(["spans.py", "truth.json", "0.4", "1", "names"], env=env)
+    check(m.rc == 0, "spans.py names failed: %s" % m.err[-2000:])
+    check(m.err.count("RuntimeWarning") == 1 and "span names" in m.err, "warnings: %r" % m.err[-2000:])
+    late = json.load(open(os.path.join(m.cwd, "truth.json")))["requests"]["req_0"][0]
+    mp = m.profile()
+    mine = [(label_pairs(labels_of(f)), c) for f, c in mp.stacks if "req_0" in [frame_name(x) for x in f]]
+    check(mine and all(p == {"span_id": late} for p, _ in mine), "GET /late's samples: %r" % mine[:3])
+    check(int(mp.meta.get("span_names_refused", 0)) == 1100 + 1 - 1024,  # and GET /late
+          "span_names_refused=%s" % mp.meta.get("span_names_refused"))
+    print("\n".join(report) + "\npprof: %r; PYAGENT_LOCAL_SPAN_IDS=0: %d samples without their span_id, "
+          "counted; past 1,024 span names: %d samples with span_id only, span_names_refused=%s"
+          % (pp_got, named, sum(c for _, c in mine), mp.meta.get("span_names_refused")))
 
 
 def minor_of(p):
@@ -1786,6 +1934,8 @@ SCOPES.update({case: "spread" for case in (
     # Labels: the module's own semantics, and the tick thread's read of the same context
     # (labels_threads and labels_asyncio check the per-version reads on every interpreter).
     "labels_nesting", "labels_without_agent", "labels_wall_mode",
+    # Span profiles: the labels' read of one more variable of the same context.
+    "span_profiles",
     # A running thread's chain read from outside: the same walk as blocked_threads_sampled,
     # which runs on every interpreter; the other modes drive the same reads.
     "blocked_thread_torn_reads", "blocked_threads_modes")})

@@ -222,6 +222,18 @@ def test_gunicorn_uvicorn(ctx):
                  module="asgi_burn:app")
 
 
+def collector_stacks(ctx, selector):
+    """The collector's folded stacks of servers.cpu with selector ("" or {k="v",...})."""
+    url = "http://127.0.0.1:%d/render?query=%s&from=0&until=now&format=folded" % (
+        ctx.collector.port, urllib.parse.quote("%s.cpu%s" % (APP, selector)))
+    return folded_stacks(urllib.request.urlopen(url, timeout=60).read().decode())
+
+
+def burn_total(stacks, fn):
+    """Samples of the folded stacks with fn in them."""
+    return sum(c for stack, c in stacks.items() if has_frame(fn)(stack.split(";")))
+
+
 def test_flask_route_labels(ctx):
     """Flask under gunicorn (2 sync workers) labels each request with its route through
     pyagent.labels (before_request / teardown_request): in every worker's profile each sample
@@ -251,23 +263,76 @@ def test_flask_route_labels(ctx):
     check(all(seen.values()), "no samples of a view: %r" % seen)
     check(not wrong, "samples without their route's labels: %s" % "; ".join(wrong[:5]))
 
-    def stacks(selector):
-        url = "http://127.0.0.1:%d/render?query=%s&from=0&until=now&format=folded" % (
-            ctx.collector.port, urllib.parse.quote("%s.cpu%s" % (APP, selector)))
-        return folded_stacks(urllib.request.urlopen(url, timeout=60).read().decode())
-
-    def total(st, fn):
-        return sum(c for stack, c in st.items() if has_frame(fn)(stack.split(";")))
-
-    heavy, light, both = stacks('{route="/heavy"}'), stacks('{route="/light"}'), stacks("")
+    heavy, light = collector_stacks(ctx, '{route="/heavy"}'), collector_stacks(ctx, '{route="/light"}')
+    both = collector_stacks(ctx, "")
     report = "heavy_burn/light_burn samples: {route=/heavy} %d/%d, {route=/light} %d/%d, all %d/%d" % (
-        total(heavy, "heavy_burn"), total(heavy, "light_burn"), total(light, "heavy_burn"),
-        total(light, "light_burn"), total(both, "heavy_burn"), total(both, "light_burn"))
-    check(total(heavy, "heavy_burn") > 0 and total(heavy, "light_burn") == 0, report)
-    check(total(light, "light_burn") > 0 and total(light, "heavy_burn") == 0, report)
-    check(total(both, "heavy_burn") == total(heavy, "heavy_burn") and
-          total(both, "light_burn") == total(light, "light_burn"), report)
+        burn_total(heavy, "heavy_burn"), burn_total(heavy, "light_burn"), burn_total(light, "heavy_burn"),
+        burn_total(light, "light_burn"), burn_total(both, "heavy_burn"), burn_total(both, "light_burn"))
+    check(burn_total(heavy, "heavy_burn") > 0 and burn_total(heavy, "light_burn") == 0, report)
+    check(burn_total(light, "light_burn") > 0 and burn_total(light, "heavy_burn") == 0, report)
+    check(burn_total(both, "heavy_burn") == burn_total(heavy, "heavy_burn") and
+          burn_total(both, "light_burn") == burn_total(light, "light_burn"), report)
     check(not any("labels:" in stack for stack in both), "a labels frame reached the collector's stacks")
+    print(report)
+
+
+def test_flask_span_profiles(ctx):
+    """Span profiles in a real server: Flask under gunicorn (2 sync workers) traced by sid's
+    OpenTelemetry Flask instrumentation, with pyagent.SpanProcessor on the tracer provider.
+    In every worker's profile each sample of a view's work carries the labels of its request's
+    root span: span_name "GET /heavy" or "GET /light" (the instrumentation's names) and a
+    span_id of 16 lowercase hex digits, one per request (never shared by the two routes).
+    At the collector, servers.cpu{span_name="GET /heavy"} holds all the /heavy view's samples
+    and none of /light's (and the other way round); span_id is not a series label there
+    (a series per request would grow without bound), so a query by one finds nothing."""
+    check(ctx.collector, "needs --collector")
+    gunicorn = shutil.which("gunicorn")
+    check(gunicorn, "needs Debian's gunicorn")
+    pythons_sh = os.path.join(PROGRAMS, "..", "..", "..", "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--otel"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no OpenTelemetry from sid: %s" % dist.stderr[-2000:])
+    port, cwd = free_port(), ctx.workdir()
+
+    def drive(server):
+        for route in ("heavy", "light"):
+            load("http://127.0.0.1:%d/%s" % (port, route), server, CLIENTS, REQUESTS // 2)
+
+    serve(ctx, [gunicorn, "--workers", "2", "--bind", "127.0.0.1:%d" % port, "--chdir", PROGRAMS,
+                "flask_spans:app"], port, cwd,
+          env={"PYTHONPATH": os.pathsep.join((dist.stdout.strip(), os.path.dirname(ctx.lib)))}, drive=drive)
+    want = {"heavy_burn": "GET /heavy", "light_burn": "GET /light"}
+    wrong, seen, ids = [], {k: 0 for k in want}, {k: set() for k in want}
+    for pid, p in Run(0, "", "", cwd).profiles().items():
+        for frames, c in p.stacks:
+            for fn, name in want.items():
+                if has_frame(fn)(frames):
+                    seen[fn] += c
+                    text = frames[1][len("labels:"):] if len(frames) > 1 and frames[1].startswith("labels:") else ""
+                    pairs = dict(kv.split("=", 1) for kv in text.split(",")) if text else {}
+                    if (set(pairs) != {"span_id", "span_name"} or pairs["span_name"] != name or
+                            not re.fullmatch("[0-9a-f]{16}", pairs["span_id"])):
+                        wrong.append("pid %d: %s under %r" % (pid, fn, frames[:2]))
+                    else:
+                        ids[fn].add(pairs["span_id"])
+    check(all(seen.values()), "no samples of a view: %r" % seen)
+    check(not wrong, "samples without their root span's labels: %s" % "; ".join(wrong[:5]))
+    check(not ids["heavy_burn"] & ids["light_burn"], "a span id under both routes")
+    # Each request of 30 ms at 250 Hz is sampled about 7 times: nearly every one is seen.
+    check(len(ids["heavy_burn"]) >= CLIENTS * REQUESTS // 4, "%d span ids for %d /heavy requests"
+          % (len(ids["heavy_burn"]), CLIENTS * REQUESTS // 2))
+
+    heavy = collector_stacks(ctx, '{span_name="GET /heavy"}')
+    light = collector_stacks(ctx, '{span_name="GET /light"}')
+    one_id = collector_stacks(ctx, '{span_id="%s"}' % sorted(ids["heavy_burn"])[0])
+    report = ("heavy_burn/light_burn samples: local %d/%d, {span_name=GET /heavy} %d/%d, "
+              "{span_name=GET /light} %d/%d; %d and %d span ids" % (
+                  seen["heavy_burn"], seen["light_burn"], burn_total(heavy, "heavy_burn"),
+                  burn_total(heavy, "light_burn"), burn_total(light, "heavy_burn"),
+                  burn_total(light, "light_burn"), len(ids["heavy_burn"]),
+                  len(ids["light_burn"])))
+    check(burn_total(heavy, "heavy_burn") == seen["heavy_burn"] and burn_total(heavy, "light_burn") == 0, report)
+    check(burn_total(light, "light_burn") == seen["light_burn"] and burn_total(light, "heavy_burn") == 0, report)
+    check(not one_id, "span_id is a series label at the collector: %r" % list(one_id)[:2])
     print(report)
 
 

@@ -390,6 +390,27 @@ static void transform_merges_lines_threads_and_scales(void **state) {
     pa_profile_free(b);
 }
 
+static void transform_drops_a_label(void **state) {
+    (void)state;
+    pa_parse_stats st;
+    /* span_id leaves every labels frame; stacks left alike merge; a frame left without
+     * labels leaves its stack, which then merges with the unlabelled one. */
+    pa_profile *a =
+        parse("thread:A;labels:span_id=00000000000000a1,span_name=\"GET /x, y\";f (a.py:1) 3\n"
+              "thread:A;labels:span_id=00000000000000a2,span_name=\"GET /x, y\";f (a.py:1) 2\n"
+              "thread:A;labels:span_id=00000000000000a3;f (a.py:1) 4\n"
+              "thread:A;f (a.py:1) 1\n",
+              &st);
+    pa_transform t = {.drop_label = "span_id"};
+    pa_profile *b = pa_profile_transform(a, &t);
+    char *s = folded(b);
+    assert_string_equal(s, "thread:A;labels:span_name=\"GET /x, y\";f (a.py:1) 5\n"
+                           "thread:A;f (a.py:1) 5\n");
+    free(s);
+    pa_profile_free(a);
+    pa_profile_free(b);
+}
+
 static void frames_are_classified(void **state) {
     (void)state;
     pa_frame_info fi;
@@ -711,6 +732,7 @@ int main(void) {
         cmocka_unit_test(merge_stacks_splits_into_parts),
         cmocka_unit_test(merge_adds_totals_and_filter_selects_stacks),
         cmocka_unit_test(transform_merges_lines_threads_and_scales),
+        cmocka_unit_test(transform_drops_a_label),
         cmocka_unit_test(frames_are_classified),
         cmocka_unit_test(json_and_html_escaping_is_inert),
         cmocka_unit_test(report_json_carries_both_profiles),

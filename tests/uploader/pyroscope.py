@@ -257,6 +257,38 @@ def decode_pprof(raw):
     return p
 
 
+def pprof_labelled_samples(raw):
+    """[(frames root first, count)] of a pprof (not compressed), each sample's string labels
+    (timestamps, numeric, aside) as a labels:TEXT frame under the thread root, names in
+    order, as pyagent's folded file has them."""
+    p = decode_pprof(raw)
+    st = [s.decode("utf-8") for s in p["strings"]]
+    out = []
+    for f, w, v in fields(raw):
+        if f != 2 or w != 2:
+            continue
+        locs, vals, labels = [], [], []
+        for ff, ww, vv in fields(v):
+            if ff == 1:
+                locs += packed(ww, vv)
+            elif ff == 2:
+                vals += packed(ww, vv)
+            elif ff == 3:
+                lab = dict((a, c) for a, _, c in fields(vv))
+                if lab.get(2):
+                    labels.append((st[lab.get(1, 0)], st[lab[2]]))
+        frames = []
+        for lid in reversed(locs):
+            for fid, line in reversed(p["location"].get(lid, [])):
+                name, fname = p["function"][fid]
+                frames.append("%s (%s:%d)" % (st[name], st[fname], line))
+        user = ",".join("%s=%s" % kv for kv in sorted(labels))
+        if user:
+            frames.insert(1 if frames and frames[0].startswith("thread:") else 0, "labels:" + user)
+        out.append((frames, vals[0] if vals else 0))
+    return out
+
+
 def pprof_stacks(p):
     """{root-first stack: first value} of a decoded pprof."""
     st = p["strings"]

@@ -32,7 +32,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent"))  # harness
 from badserver import BadServer  # noqa: E402
-from pyroscope import FakePyroscope, Limits, decode_push, request_stacks  # noqa: E402
+from pyroscope import FakePyroscope, Limits, decode_push, pprof_labelled_samples, request_stacks  # noqa: E402
 from harness import PROGRAMS, Context, Failure, Profile, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -270,15 +270,41 @@ def test_labels_in_folded_uploads(ctx):
     check_labels_at_the_collector(ctx, "folded")
 
 
-def check_labels_at_the_collector(ctx, fmt):
+def test_span_profiles_at_the_collector(ctx):
+    """pyagent.SpanProcessor's labels (spans.py: sid's OpenTelemetry SDK, requests as root
+    spans, one kind inside pyagent.labels(tenant="t1")) at the collector: a query by
+    span_name (and by span_name and tenant) returns exactly the samples of the local file that
+    carry it (the local file's label sets taken without span_id, which the collector leaves
+    out of series: one per request would grow without bound; collector-api.md); the whole
+    application still holds every sample."""
+    pythons_sh = os.path.join(ROOT, "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--otel"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no OpenTelemetry from sid: %s" % dist.stderr[-2000:])
+    check_labels_at_the_collector(ctx, "pprof", ["spans.py", "truth.json", "1.0", "6"], min_sets=3,
+                                  path=dist.stdout.strip())
+
+
+@only("ingest")
+def test_span_profiles_in_folded_uploads(ctx):
+    """The same with PYAGENT_UPLOAD_FORMAT=folded (/ingest only), which sends an upload per
+    label set: span_id is left out of them, so there is one per span name, not per request."""
+    pythons_sh = os.path.join(ROOT, "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--otel"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no OpenTelemetry from sid: %s" % dist.stderr[-2000:])
+    check_labels_at_the_collector(ctx, "folded", ["spans.py", "truth.json", "1.0", "6"], min_sets=3,
+                                  path=dist.stdout.strip())
+
+
+def check_labels_at_the_collector(ctx, fmt, argv=("labels.py", "truth.json", "nesting", "1"), min_sets=6,
+                                  path=None):
     folded = fmt == "folded" and ctx.protocol == "ingest"
     cwd = ctx.workdir()
     col = Collector(ctx.collector_exe, cwd, free_port()).start()
     try:
         env = ctx.agent("http://127.0.0.1:%d" % col.port, "labelled", fmt=fmt,
-                        extra={"PYTHONPATH": os.path.dirname(ctx.lib)})
-        rc, out, err = finish(ctx.start(["labels.py", "truth.json", "nesting", "1"], env, cwd))
-        check(rc == 0, "labels.py failed: %s" % err[-2000:])
+                        extra={"PYTHONPATH": os.pathsep.join(p for p in (path, os.path.dirname(ctx.lib)) if p)})
+        rc, out, err = finish(ctx.start(list(argv), env, cwd))
+        check(rc == 0, "%s failed: %s" % (argv[0], err[-2000:]))
         local = local_stacks(os.path.join(cwd, "local.folded"))
         sets = {}
         plain = {}
@@ -286,6 +312,10 @@ def check_labels_at_the_collector(ctx, fmt):
             frames = stack.split(";")
             labelled = len(frames) > 1 and frames[1].startswith("labels:")
             text = frames[1][len("labels:"):] if labelled else ""
+            if text:  # span_id is no series label at the collector, nor in a folded upload
+                text = ",".join(k + "=" + (v if re.fullmatch(r'[^,{}="\\]*', v) else
+                                           '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"'))
+                                for k, v in sorted(label_text_pairs(text).items()) if k != "span_id")
             if folded and text:  # what an /ingest name can carry of them
                 text = ",".join("%s=%s" % (k.replace(".", "_"), v) for k, v in sorted(label_text_pairs(text).items())
                                 if not any(ch in v for ch in ',={}"'))
@@ -293,7 +323,8 @@ def check_labels_at_the_collector(ctx, fmt):
             sets[text] += c
             rest = ";".join(frames[:1] + frames[2:]) if labelled else stack
             plain[rest] = plain.get(rest, 0) + c
-        check(len([t for t in sets if t]) >= (5 if folded else 6), "label sets in the local file: %r" % sorted(sets))
+        check(len([t for t in sets if t]) >= (min_sets - 1 if folded else min_sets),
+              "label sets in the local file: %r" % sorted(sets))
         report = []
         for text in sorted(t for t in sets if t):
             want_pairs = label_text_pairs(text)
@@ -985,7 +1016,7 @@ def test_pprof_decodes_with_protoc(ctx):
     Pyroscope's and OpenTelemetry's field numbers), and their sample counts add up to the
     local file's: pprof bodies (/ingest), PushRequests and their pprof profiles, OTLP
     ExportProfilesServiceRequests (cpu mode: each value is a count)."""
-    bodies, local_total = capture_raw_bodies(ctx)
+    bodies, local_total, _ = capture_raw_bodies(ctx)
     total = 0
     for path, body in bodies:
         if path == "/ingest":
@@ -1005,8 +1036,9 @@ def test_pprof_decodes_with_protoc(ctx):
     check(total == local_total, "uploads hold %d samples, the local file %d" % (total, local_total))
 
 
-def capture_raw_bodies(ctx):
-    """Runs a short program against a server that keeps the raw request bodies."""
+def capture_raw_bodies(ctx, argv=("steady.py", "2"), extra=None):
+    """Runs a short program against a server that keeps the raw request bodies: the bodies,
+    the local file's sample count and the program's directory."""
     import http.server
     bodies = []
 
@@ -1025,14 +1057,52 @@ def capture_raw_bodies(ctx):
     t.start()
     try:
         cwd = ctx.workdir()
-        p = ctx.start(["steady.py", "2"], ctx.agent("http://127.0.0.1:%d" % httpd.server_address[1], "raw"), cwd)
+        p = ctx.start(list(argv), ctx.agent("http://127.0.0.1:%d" % httpd.server_address[1], "raw", extra=extra), cwd)
         rc, _, err = finish(p)
         check(rc == 0, err)
     finally:
         httpd.shutdown()
         httpd.server_close()
     check(bodies, "no upload captured")
-    return bodies, sum(local_stacks(os.path.join(cwd, "local.folded")).values())
+    return bodies, sum(local_stacks(os.path.join(cwd, "local.folded")).values()), cwd
+
+
+@only("push", "ingest")
+def test_span_ids_in_pprof_uploads(ctx):
+    """What Grafana Pyroscope's span profiles read: the pprof the agent uploads (Push, and
+    /ingest's pprof) carries each sample's span_id and span_name as string sample labels, the
+    samples of each span id adding up to the local file's (spans.py, sid's OpenTelemetry)."""
+    pythons_sh = os.path.join(ROOT, "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--otel"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no OpenTelemetry from sid: %s" % dist.stderr[-2000:])
+    bodies, _, cwd = capture_raw_bodies(ctx, ["spans.py", "truth.json", "1.0", "6"],
+                                   {"PYTHONPATH": os.pathsep.join((dist.stdout.strip(), os.path.dirname(ctx.lib)))})
+    raws = []
+    for path, body in bodies:
+        if path == "/push.v1.PusherService/Push":
+            raws += [r for _, rs in decode_push(body) for r in rs]
+        elif path == "/ingest":
+            raws.append(body)
+    sent = {}
+    for raw in raws:
+        for frames, c in pprof_labelled_samples(gzip.decompress(raw)):
+            labels = next((f[len("labels:"):] for f in frames[:2] if f.startswith("labels:")), "")
+            pairs = label_text_pairs(labels) if labels else {}
+            key = (pairs.get("span_id"), pairs.get("span_name"))
+            sent[key] = sent.get(key, 0) + c
+    local = {}
+    for stack, c in local_stacks(os.path.join(cwd, "local.folded")).items():
+        frames = stack.split(";")
+        pairs = label_text_pairs(frames[1][len("labels:"):]) if len(frames) > 1 and frames[1].startswith("labels:") else {}
+        key = (pairs.get("span_id"), pairs.get("span_name"))
+        local[key] = local.get(key, 0) + c
+    spans = [k for k in local if k[0]]
+    check(len(spans) >= 12 and all(re.fullmatch("[0-9a-f]{16}", k[0]) and k[1] for k in spans),
+          "span ids in the local file: %r" % sorted(local, key=str)[:5])
+    check(sent == local, "samples per (span_id, span_name): uploaded %r, local %r"
+          % (sorted(sent.items(), key=str)[:5], sorted(local.items(), key=str)[:5]))
+    print("%d span ids, %d samples in spans, uploaded with their span_id and span_name"
+          % (len(spans), sum(local[k] for k in spans)))
 
 
 def test_labels_auth_and_tenant(ctx):

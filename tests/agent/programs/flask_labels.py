@@ -1,21 +1,14 @@
 """A Flask application that labels every request with its route (pyagent.labels), the way a
 program would do it once for all views: before_request enters the labels of the matched
-rule, teardown_request leaves them. /heavy burns 30 ms of CPU in heavy_burn(), /light 10 ms
-in light_burn() (tests/agent/test_servers.py, flask_route_labels)."""
-from burn import burn_for
-from flask import Flask, g, request
+rule, teardown_request leaves them. Its views are flask_views.py's: /heavy burns 30 ms of CPU
+in heavy_burn(), /light 10 ms in light_burn() (tests/agent/test_servers.py,
+flask_route_labels)."""
+from flask import g, request
+from flask_views import make_app
 
 import pyagent
 
-app = Flask(__name__)
-
-
-def heavy_burn():
-    return burn_for(0.03)
-
-
-def light_burn():
-    return burn_for(0.01)
+app = make_app(__name__)
 
 
 @app.before_request
@@ -30,15 +23,3 @@ def unlabel_route(exc):
     labels = g.pop("pyagent_labels", None)
     if labels is not None:
         labels.__exit__(None, None, None)
-
-
-@app.route("/heavy")
-def heavy():
-    heavy_burn()
-    return "heavy\n"
-
-
-@app.route("/light")
-def light():
-    light_burn()
-    return "light\n"

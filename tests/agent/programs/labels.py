@@ -121,7 +121,7 @@ def api():
         said["outer"] = pyagent.current()
     said["after"] = pyagent.current()
     refused = []
-    for kwargs in ({"service_name": "x"}, {"__name__": "x"}, {"9lives": "x"}, {"a-b": "x"},
+    for kwargs in ({"service_name": "x"}, {"span_id": "x"}, {"span_name": "x"}, {"__name__": "x"}, {"9lives": "x"}, {"a-b": "x"},
                    {"a": ""}, {"a": "x" * 2049}, {"a": "bad\ud800"}, {"a": "line\nbreak"},
                    {"a": 7}, {"n%d" % i: "v" for i in range(17)}):
         try:
