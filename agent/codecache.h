@@ -26,6 +26,7 @@ enum pa_synthetic {
     PA_SYN_GC = 10,       /* <GC>: the leaf while this thread runs the cyclic collector */
     PA_SYN_LABELS = 11,   /* labels:TEXT, the root of a labelled sample; line = label set id */
     PA_SYN_TASK = 12,     /* task:NAME, the running asyncio task (agent/tasks.h encodes NAME) */
+    PA_SYN_AWAIT = 13,    /* <await X>, what a suspended task waits on; line = pa_await_kind */
     PA_SYN_FIRST_CODE = 16,
 };
 
