@@ -113,24 +113,30 @@ static uintptr_t attr_of(const struct pa_python *py, uintptr_t obj, const char *
     return i < 0 ? 0 : PA_READ(uintptr_t, values + l->dv_values + 8 * (uintptr_t)i);
 }
 
+/* The last loop looked up in one listing, and its thread: most tasks share one loop. A loop
+ * starts and stops running, so nothing is kept from one listing to the next. */
+struct loop_seen {
+    uintptr_t loop;
+    unsigned long thread;
+};
+
 /* The pthread id of the thread running loop (BaseEventLoop._thread_id), 0 when it runs in
- * none. The last answer is kept: most tasks share one loop. */
-static unsigned long loop_thread(const struct pa_python *py, uintptr_t loop) {
-    static uintptr_t last_loop;
-    static unsigned long last_thread;
-    if (loop == last_loop)
-        return last_thread;
+ * none. */
+static unsigned long loop_thread(const struct pa_python *py, uintptr_t loop,
+                                 struct loop_seen *seen) {
+    if (loop == seen->loop)
+        return seen->thread;
     unsigned long long id = 0;
     if (!pa_py_uint(py, attr_of(py, loop, "_thread_id"), &id))
         id = 0;
-    last_loop = loop;
-    last_thread = (unsigned long)id;
-    return last_thread;
+    seen->loop = loop;
+    seen->thread = (unsigned long)id;
+    return seen->thread;
 }
 
 /* Adds the tasks of set (its table's live keys; weak references to tasks when weak). */
 static int list_set(const struct pa_python *py, uintptr_t set, int weak, struct pa_task_ref *out,
-                    int n, int max, unsigned long *over) {
+                    int n, int max, unsigned long *over, struct loop_seen *seen) {
     const struct pa_layout *l = &py->layout;
     if (!py->set_type || !pa_is_type(py, set, py->set_type))
         return n;
@@ -158,7 +164,7 @@ static int list_set(const struct pa_python *py, uintptr_t set, int weak, struct 
         }
         /* FutureObj's first field is its loop. */
         uintptr_t loop = PA_READ(uintptr_t, task + l->ob_type + 8);
-        out[n++] = (struct pa_task_ref){task, loop_thread(py, loop)};
+        out[n++] = (struct pa_task_ref){task, loop_thread(py, loop, seen)};
     }
     return n;
 }
@@ -175,9 +181,10 @@ static int list_sets(const struct pa_python *py, struct pa_task_ref *out, int ma
     uintptr_t dict = PA_READ(uintptr_t, mod + l->mod_dict);
     uintptr_t weakset =
         pa_py_dict_get(py, dict, py->minor == 11 ? "_all_tasks" : "_scheduled_tasks");
-    int n = list_set(py, attr_of(py, weakset, "data"), 1, out, 0, max, over);
+    struct loop_seen seen = {0, 0};
+    int n = list_set(py, attr_of(py, weakset, "data"), 1, out, 0, max, over, &seen);
     if (py->minor >= 12)
-        n = list_set(py, pa_py_dict_get(py, dict, "_eager_tasks"), 0, out, n, max, over);
+        n = list_set(py, pa_py_dict_get(py, dict, "_eager_tasks"), 0, out, n, max, over, &seen);
     return n;
 }
 
