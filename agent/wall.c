@@ -187,6 +187,8 @@ static void count_tasks(uint64_t elapsed) {
     uint64_t n = task_off_ns / period;
     task_off_ns -= n * period;
     uint64_t weight = n > 1000 ? 1000 : n;
+    if (!pa_py_ready(py))
+        return; /* starting, or its layout not yet checked: the time passes unsampled */
     unsigned long over = 0, unreadable = 0;
     int k = pa_awaits_list(py, task_refs, PA_AWAITS_MAX_TASKS, &over);
     struct pa_frame frames[PA_MAX_DEPTH_LIMIT];

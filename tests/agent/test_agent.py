@@ -145,7 +145,7 @@ def test_bad_configuration(ctx):
     cases = {
         "PYAGENT_RATE": "fast", "PYAGENT_MODE": "bogus", "PYAGENT_MAX_DEPTH": "-3",
         "PYAGENT_UPLOAD_INTERVAL": "0", "PYAGENT_LOG": "loud", "PYAGENT_ENABLE": "maybe",
-        "PYAGENT_OUTPUT_FORMAT": "gecko",
+        "PYAGENT_OUTPUT_FORMAT": "gecko", "PYAGENT_ASYNC": "maybe",
     }
     for var, val in cases.items():
         r = ctx.same_as_without(["plain.py", "0.5", "3"], env={var: val})
