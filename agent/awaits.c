@@ -16,6 +16,7 @@
  * attributes out. */
 #include "awaits.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "codecache.h"
@@ -169,15 +170,25 @@ static int list_set(const struct pa_python *py, uintptr_t set, int weak, struct 
     return n;
 }
 
+/* The _asyncio module, once found: a search of sys.modules costs tens of microseconds, a
+ * tick's whole budget for a few tasks. A module stays while its interpreter lives; the one
+ * kept is checked to be a module each time (an embedder that finalizes and starts Python
+ * again gets a new one: the old address then fails the check, or finds no sets). */
+static _Atomic uintptr_t asyncio_module;
+
 static int list_sets(const struct pa_python *py, struct pa_task_ref *out, int max,
                      unsigned long *over) {
     const struct pa_layout *l = &py->layout;
-    uintptr_t interp = main_interp(py);
-    if (!interp)
-        return 0;
-    uintptr_t mod = pa_py_dict_get(py, PA_READ(uintptr_t, interp + l->is_modules), "_asyncio");
-    if (!pa_is_type(py, mod, py->module_type))
-        return 0;
+    uintptr_t mod = atomic_load_explicit(&asyncio_module, memory_order_relaxed);
+    if (!pa_is_type(py, mod, py->module_type)) {
+        uintptr_t interp = main_interp(py);
+        if (!interp)
+            return 0;
+        mod = pa_py_dict_get(py, PA_READ(uintptr_t, interp + l->is_modules), "_asyncio");
+        if (!pa_is_type(py, mod, py->module_type))
+            return 0;
+        atomic_store_explicit(&asyncio_module, mod, memory_order_relaxed);
+    }
     uintptr_t dict = PA_READ(uintptr_t, mod + l->mod_dict);
     uintptr_t weakset =
         pa_py_dict_get(py, dict, py->minor == 11 ? "_all_tasks" : "_scheduled_tasks");
