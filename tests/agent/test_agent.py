@@ -1926,6 +1926,20 @@ def test_async_tasks_cap(ctx):
     print("%d task samples, %d counted over the cap (%.1f%% sampled)" % (sampled, over, share))
 
 
+def test_async_task_churn(ctx):
+    """PYAGENT_ASYNC=1 at 1 kHz, 3.11+, tasks that come and go as fast as the loop makes them
+    (async_churn.py, 2 s: bursts of 200, eager ones on 3.12+), so that the tick thread's reads
+    race the tasks' ends: the program's output and exit status are the same as without the
+    agent, and its profile has the churning tasks' waits (<await ...> leaves under task:cN)."""
+    r = ctx.same_as_without(["async_churn.py", "2"],
+                            env={"PYAGENT_MODE": "wall", "PYAGENT_ASYNC": "1", "PYAGENT_RATE": "1000"})
+    p = r.profile()
+    waits = p.total(lambda f: task_index(f) is not None and f[task_index(f)].startswith("task:c") and
+                    await_leaf(f) is not None)
+    check(waits > 0, "no waiting churned task sampled")
+    print("%s; %d samples of churned tasks waiting; unreadable=%s" % (r.out.strip(), waits, p.meta.get("unreadable")))
+
+
 def test_aiohttp_async_routes(ctx):
     """PYAGENT_ASYNC=1 on a real asyncio server, 3.11+: Debian sid's aiohttp (as
     aiohttp_tasks) with two routes, /burn (20 ms of CPU in burn_route()) and /nap (20 ms in
@@ -1961,7 +1975,7 @@ SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
           "subinterpreter_churn": "since-3.12", "aiohttp_tasks": "since-3.11",
           "dump_task": "since-3.11", "dump_async": "since-3.11", "top_tasks_in_tmux": "since-3.11",
           "async_task_split": "since-3.11", "async_tasks_cap": "since-3.11",
-          "aiohttp_async_routes": "since-3.11"}
+          "aiohttp_async_routes": "since-3.11", "async_task_churn": "since-3.11"}
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
