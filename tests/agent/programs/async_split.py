@@ -14,10 +14,14 @@ cancelled together):
     the wall time it spent from entering the burn to entering the sleep ("run") and from
     there to resuming ("wait") is measured with time.perf_counter() and written to OUT.json,
     with the tasks' names and the wall time they lived ("life").
-Under load the burn stretches (the thread is preempted) and the measured split follows."""
+Under load the burn stretches (the thread is preempted) and the measured split follows.
+Meanwhile a thread Side runs an event loop of its own whose task "side-nap" sleeps in
+side_nap() until the main loop is done; OUT.json gets the name of Side's main task
+("side_main")."""
 import asyncio
 import json
 import sys
+import threading
 import time
 
 from wsgi_burn import app_burn
@@ -67,9 +71,29 @@ async def mixed():
             truth["wait"] += time.perf_counter() - t1
 
 
+side_done = threading.Event()
+side_started = threading.Event()
+
+
+async def side_nap():
+    while not side_done.is_set():
+        await asyncio.sleep(0.02)
+
+
+async def side_main():
+    truth["side_main"] = asyncio.current_task().get_name()
+    nap = asyncio.create_task(side_nap(), name="side-nap")
+    side_started.set()
+    await nap
+
+
 async def main():
     loop = asyncio.get_running_loop()
-    tasks = []
+    tasks, side = [], None
+    if len(sys.argv) <= 3:  # Side's loop runs first: its start does not keep these waiting
+        side = threading.Thread(target=asyncio.run, args=(side_main(),), name="Side")
+        side.start()
+        await loop.run_in_executor(None, side_started.wait)
     if len(sys.argv) > 3 and sys.argv[3] == "many":
         tasks = [asyncio.create_task(nap(), name="many%d" % i) for i in range(int(sys.argv[4]))]
     else:
@@ -89,6 +113,9 @@ async def main():
     await asyncio.gather(*tasks, return_exceptions=True)
     truth["life"] = time.perf_counter() - start
     truth["names"] = [t.get_name() for t in tasks]
+    if side:
+        side_done.set()
+        side.join()
 
 
 asyncio.run(main())
