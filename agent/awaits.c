@@ -170,10 +170,10 @@ static int list_set(const struct pa_python *py, uintptr_t set, int weak, struct 
     return n;
 }
 
-/* The _asyncio module, once found: a search of sys.modules costs tens of microseconds, a
- * tick's whole budget for a few tasks. A module stays while its interpreter lives; the one
- * kept is checked to be a module each time (an embedder that finalizes and starts Python
- * again gets a new one: the old address then fails the check, or finds no sets). */
+/* The _asyncio module, once found: a search of sys.modules (hundreds of entries, a string
+ * compare each) is work a tick should not redo. A module stays while its interpreter lives;
+ * the one kept is checked to be a module each time, and forgotten when it holds no set of
+ * tasks (an embedder that finalizes and starts Python again gets a new one). */
 static _Atomic uintptr_t asyncio_module;
 
 static int list_sets(const struct pa_python *py, struct pa_task_ref *out, int max,
@@ -192,6 +192,10 @@ static int list_sets(const struct pa_python *py, struct pa_task_ref *out, int ma
     uintptr_t dict = PA_READ(uintptr_t, mod + l->mod_dict);
     uintptr_t weakset =
         pa_py_dict_get(py, dict, py->minor == 11 ? "_all_tasks" : "_scheduled_tasks");
+    if (!weakset) {
+        atomic_store_explicit(&asyncio_module, 0, memory_order_relaxed);
+        return 0;
+    }
     struct loop_seen seen = {0, 0};
     int n = list_set(py, attr_of(py, weakset, "data"), 1, out, 0, max, over, &seen);
     if (py->minor >= 12)
