@@ -27,8 +27,10 @@ enum {
     W_TASK_SIZE = 0,
     W_TASK_NAME = 1,
     W_TASK_CORO = 5,
+    W_TASK_NODE = 6,
     W_TS_SIZE = 9,
     W_TS_RUNNING_TASK = 11,
+    W_TS_TASKS_HEAD = 12,
     WORDS = 13
 };
 
@@ -84,7 +86,8 @@ static int take_block(const struct pa_python *py, const uint64_t *w, uint64_t si
     if (task_size < 32 || task_size > 4096 || w[W_TASK_NAME] + 8 > task_size ||
         w[W_TASK_CORO] + 8 > task_size || ts_size < 64 || ts_size > (1u << 20) ||
         w[W_TS_RUNNING_TASK] + 8 > ts_size || (w[W_TASK_NAME] | w[W_TASK_CORO]) % 8 ||
-        w[W_TS_RUNNING_TASK] % 8) {
+        w[W_TS_RUNNING_TASK] % 8 || w[W_TASK_NODE] + 16 > task_size || w[W_TASK_NODE] % 8 ||
+        w[W_TS_TASKS_HEAD] + 16 > ts_size || w[W_TS_TASKS_HEAD] % 8) {
         pa_log(PA_LOG_WARN,
                "Python %s: asyncio's published layout does not make sense; no task "
                "frames",
@@ -92,7 +95,8 @@ static int take_block(const struct pa_python *py, const uint64_t *w, uint64_t si
         return -1;
     }
     struct pa_asyncio_offsets o = {(unsigned)w[W_TS_RUNNING_TASK], (unsigned)w[W_TASK_NAME],
-                                   (unsigned)w[W_TASK_CORO]};
+                                   (unsigned)w[W_TASK_CORO], (unsigned)w[W_TASK_NODE],
+                                   (unsigned)w[W_TS_TASKS_HEAD]};
     pa_tasks_set_offsets(&o);
     pa_log(PA_LOG_DEBUG,
            "asyncio: running task at +%u of the thread state, name +%u, coroutine "
@@ -142,7 +146,7 @@ void pa_asyncio_find(const struct pa_python *py, const char *loaded) {
             /* A free-threaded build's object header is 16 bytes longer (ob_type at 24). */
             unsigned shift = py->layout.ob_type - 8;
             struct pa_asyncio_offsets o = {0, private_layouts[i].task_name + shift,
-                                           private_layouts[i].task_coro + shift};
+                                           private_layouts[i].task_coro + shift, 0, 0};
             pa_tasks_set_offsets(&o);
             return;
         }

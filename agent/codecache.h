@@ -28,6 +28,7 @@ enum pa_synthetic {
     PA_SYN_TASK = 12,      /* task:NAME, the running asyncio task (agent/tasks.h encodes NAME) */
     PA_SYN_SPAN = 13,      /* a root span's id: line = its low 32 bits, instr = its high ones */
     PA_SYN_SPAN_NAME = 14, /* that span's name: line = its id (agent/labels.h) */
+    PA_SYN_AWAIT = 15,     /* <await X>, what a suspended task waits on; line = pa_await_kind */
     PA_SYN_FIRST_CODE = 16,
 };
 

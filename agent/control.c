@@ -71,8 +71,8 @@ int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c
         pa_table_init(&tables.t[1], 15, 1u << 20, times) != 0)
         return -1;
     atomic_store(&tables.active, &tables.t[0]);
-    struct pa_handler_config hc = {c->rate,   c->max_depth, c->mode,
-                                   c->native, c->opcodes,   c->bucket_ms};
+    struct pa_handler_config hc = {c->rate,    c->max_depth, c->mode,       c->native,
+                                   c->opcodes, c->bucket_ms, c->async_tasks};
     pa_handler_setup(p, &hc, &tables);
     pa_reg_timer_want = c->timer_want;
     srandom((unsigned)(getpid() ^ pa_mono_ns()));
@@ -245,6 +245,7 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     st->handler_p99_ns = hc.p99_ns;
     memcpy(st->handler_hist, hc.hist, sizeof st->handler_hist);
     st->code_cache_full = pa_code_cache_full;
+    st->tasks_over = pa_wall_tasks_over();
     unsigned kinds = atomic_load(&pa_reg_armed_kinds);
     st->timer =
         kinds & (1u << PA_TIMER_PERF)

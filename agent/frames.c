@@ -372,6 +372,17 @@ static void put_code(const struct pa_python *py, struct pa_frame *o, uintptr_t c
         counts->unreadable++;
 }
 
+int pa_walk_one_frame(const struct pa_python *py, uintptr_t f, struct pa_frame *out) {
+    uintptr_t code = 0;
+    long offset = 0;
+    int entry = 0;
+    struct pa_walk_counts counts = {0, 0, 0};
+    if (read_frame(py, f, &code, &offset, &entry) <= 0)
+        return 0;
+    put_code(py, out, code, offset, 0, &counts);
+    return out->id != PA_SYN_UNKNOWN;
+}
+
 /* ---- a running thread's chain (PA_WALK_RUNNING) -------------------------------------------- */
 
 /* Reads of the chain, at most, looking for RUNNING_AGREE + 1 in a row that agree. */

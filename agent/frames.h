@@ -76,6 +76,10 @@ int pa_walk_other_thread(const struct pa_python *py, struct pa_frame *out, int m
                          struct pa_walk_counts *counts, int flags,
                          const struct pa_other_thread *other);
 
+/* Under the caller's guard: the frame at f, a suspended generator's or coroutine's own frame
+ * (in its object), into out: 1, or 0 when it is not a Python frame that can be read. */
+int pa_walk_one_frame(const struct pa_python *py, uintptr_t f, struct pa_frame *out);
+
 /* Normal context, any thread: does the thread whose pthread id is given have a Python
  * thread state in any interpreter? (Wall mode arms timers only for those.) */
 int pa_thread_is_python(const struct pa_python *py, unsigned long pthread);

@@ -25,6 +25,7 @@ struct pa_handler_config {
     int native;         /* interleave C frames */
     int opcodes;        /* record each Python frame's instruction (3.11+) */
     unsigned bucket_ms; /* time buckets' width (0: no time recorded) */
+    int async_tasks;    /* wall mode: every asyncio task's await chain, from the tick thread */
 };
 
 /* Normal context, before pa_handler_install. */

@@ -213,6 +213,10 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
     py->long_type = (uintptr_t)sym("PyLong_Type");
     py->dict_type = (uintptr_t)sym("PyDict_Type");
     py->module_type = (uintptr_t)sym("PyModule_Type");
+    py->coro_type = (uintptr_t)sym("PyCoro_Type");
+    py->gen_type = (uintptr_t)sym("PyGen_Type");
+    py->set_type = (uintptr_t)sym("PySet_Type");
+    py->weakref_type = (uintptr_t)sym("_PyWeakref_RefType");
     if (!py->code_type || !py->unicode_type || !py->bytes_type) {
         pa_fail(err, "Python %s does not export its type objects", py->version);
         return -1;

@@ -63,6 +63,17 @@ struct pa_layout {
      * follow the indices); PyModuleObject.md_dict. */
     unsigned is_modules, dict_used, dict_keys, dict_values;
     unsigned dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices, mod_dict;
+    /* 3.11+, PYAGENT_ASYNC (agent/awaits.c): PyGenObject.gi_frame_state and the values of
+     * FRAME_CREATED, FRAME_EXECUTING (the states between are suspended ones) and
+     * FRAME_SUSPENDED_YIELD_FROM (3.13+, else 0: none); _PyInterpreterFrame's stack top
+     * (stacktop, an index into localsplus, to 3.13; stackpointer from 3.14, fr_stack_ptr then
+     * the slot below it that holds the awaited object: 1, or 2 from 3.15) and localsplus;
+     * PySetObject's mask and table; PyWeakReference.wr_object; PyHeapTypeObject's
+     * ht_cached_keys; PyDictValues.values (0 before 3.13). */
+    unsigned gen_frame_state;
+    int fs_created, fs_executing, fs_yield_from;
+    unsigned fr_stack, fr_stack_ptr, fr_localsplus, set_mask, set_table, wr_object, ht_cached_keys,
+        dv_values;
     /* 3.13+: where each of the fields above sits in _Py_DebugOffsets, in 64-bit words */
     struct {
         unsigned version, free_threaded, rt_finalizing, rt_interpreters_head, is_next,
@@ -91,6 +102,8 @@ struct pa_python {
     uintptr_t none;      /* &_Py_NoneStruct: an exception slot holding None handles nothing */
     uintptr_t long_type; /* &PyLong_Type: an asyncio task's default name is an int */
     uintptr_t dict_type, module_type; /* &PyDict_Type, &PyModule_Type */
+    /* PYAGENT_ASYNC's await chains: coroutines, generators, sets, weak references */
+    uintptr_t coro_type, gen_type, set_type, weakref_type;
     struct pa_layout layout;
     int debug_offsets; /* 1 when _Py_DebugOffsets confirmed the layout (3.13+) */
 };

@@ -55,5 +55,7 @@ void pa_reg_fork_child(void);
  * itself when sampling stops or the program's last thread has gone. */
 void pa_wall_start(void);
 void pa_wall_fork_child(void);
+/* PYAGENT_ASYNC: task samples not taken because a tick met more than PA_AWAITS_MAX_TASKS. */
+uint64_t pa_wall_tasks_over(void);
 
 #endif

@@ -25,6 +25,7 @@ struct pa_sampler_config {
     int native;         /* interleave C frames (libunwind); pa_native_init done by the caller */
     int opcodes;        /* each Python frame's instruction (3.11+) */
     unsigned bucket_ms; /* time buckets' width (0: no time recorded) */
+    int async_tasks;    /* wall mode: every asyncio task's await chain (agent/awaits.h) */
 };
 
 struct pa_sampler_stats {
@@ -41,6 +42,7 @@ struct pa_sampler_stats {
     uint64_t handler_p99_ns;
     char handler_hist[1600]; /* "FLOOR_NS:COUNT,..." quarter-octave buckets (formats.md) */
     uint64_t cpu_ns;         /* the program's CPU time while sampled (agent threads excluded) */
+    uint64_t tasks_over;     /* PYAGENT_ASYNC: task samples not taken, beyond the cap per tick */
     unsigned threads;        /* threads registered now */
     const char *timer;       /* the timer kinds armed: "perf-task-clock", "cpu-timer", ... */
     char timer_buf[48];
@@ -107,6 +109,13 @@ void pa_threads_name(uint32_t serial, char *buf, size_t len);
  * finalizing, or its layout not yet checked). */
 struct pa_frame;
 int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out, int max);
+/* Normal context, as pa_sampler_stack_now (pyagent dump --async): calls each(arg, ...) for
+ * every asyncio task of the process (PA_AWAITS_MAX_TASKS at most) with the pthread id of its
+ * loop's thread (0: none runs it), its await chain leaf first (agent/awaits.h) and whether
+ * its step runs now. Returns the tasks seen, -1 while the interpreter is not ready. */
+int pa_sampler_tasks_now(void (*each)(void *arg, unsigned long pthread,
+                                      const struct pa_frame *frames, int depth, int running),
+                         void *arg);
 /* Forgets threads that died before the last drained snapshot. */
 void pa_threads_prune(void);
 

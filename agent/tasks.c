@@ -50,6 +50,10 @@ int pa_tasks_known(void) {
     return atomic_load(&known);
 }
 
+const struct pa_asyncio_offsets *pa_tasks_offsets(void) {
+    return atomic_load_explicit(&known, memory_order_acquire) ? &offsets : NULL;
+}
+
 /* One task's candidate: its coroutine's frame and its name, or 0. */
 static int candidate(const struct pa_python *py, uintptr_t task, struct pa_running_task *out) {
     if (!task || !pa_aligned(task, 8))
@@ -72,32 +76,36 @@ static int candidate(const struct pa_python *py, uintptr_t task, struct pa_runni
  * when sys.modules has grown or shrunk since the last try (an import happened: perhaps
  * asyncio's): a few times during a program's imports, then never. */
 
-/* A dict's entries (3.11+, not split): where they start, how many slots, their size and
+/* A dict keys object's entries (3.11+): where they start, how many slots, their size and
  * where key and value sit in one. Keys of the general kind are (hash, key, value), of the
- * str-only kind (key, value). */
+ * str-only and split kinds (key, value); a split dict's values are elsewhere. */
 struct entries {
     uintptr_t base;
     long n;
     unsigned size, key, value;
 };
 
-static int dict_entries(const struct pa_python *py, uintptr_t dict, struct entries *e) {
+static int keys_entries(const struct pa_python *py, uintptr_t keys, struct entries *e) {
     const struct pa_layout *l = &py->layout;
-    if (!pa_is_type(py, dict, py->dict_type) || PA_READ(uintptr_t, dict + l->dict_values) != 0)
-        return 0;
-    uintptr_t keys = PA_READ(uintptr_t, dict + l->dict_keys);
     if (!pa_aligned(keys, 8))
         return 0;
     unsigned kind = PA_READ(uint8_t, keys + l->dk_kind);
     unsigned log2_index_bytes = PA_READ(uint8_t, keys + l->dk_log2_index_bytes);
     e->n = PA_READ(long, keys + l->dk_nentries);
-    if (log2_index_bytes > 32 || e->n < 0 || e->n > (1L << 20) || kind > 1)
+    if (log2_index_bytes > 32 || e->n < 0 || e->n > (1L << 20) || kind > 2)
         return 0;
     e->base = keys + l->dk_indices + ((uintptr_t)1 << log2_index_bytes);
     e->size = kind == 0 ? 24 : 16;
     e->key = kind == 0 ? 8 : 0;
     e->value = e->key + 8;
     return 1;
+}
+
+static int dict_entries(const struct pa_python *py, uintptr_t dict, struct entries *e) {
+    const struct pa_layout *l = &py->layout;
+    if (!pa_is_type(py, dict, py->dict_type) || PA_READ(uintptr_t, dict + l->dict_values) != 0)
+        return 0;
+    return keys_entries(py, PA_READ(uintptr_t, dict + l->dict_keys), e);
 }
 
 /* Is s the ASCII str key[0..len)? */
@@ -112,18 +120,33 @@ static int str_is(const struct pa_python *py, uintptr_t s, const char *key, long
     return 1;
 }
 
-/* dict[key] for an ASCII str key, or 0. Bounded by the dict's own size. */
-static uintptr_t dict_get(const struct pa_python *py, uintptr_t dict, const char *key) {
+long pa_py_keys_index(const struct pa_python *py, uintptr_t keys, const char *key) {
     struct entries e;
-    if (!dict_entries(py, dict, &e))
-        return 0;
+    if (!keys_entries(py, keys, &e))
+        return -1;
     long len = (long)strlen(key);
-    for (long i = 0; i < e.n; i++) {
-        uintptr_t at = e.base + (uintptr_t)i * e.size;
-        if (str_is(py, PA_READ(uintptr_t, at + e.key), key, len))
-            return PA_READ(uintptr_t, at + e.value);
-    }
-    return 0;
+    for (long i = 0; i < e.n; i++)
+        if (str_is(py, PA_READ(uintptr_t, e.base + (uintptr_t)i * e.size + e.key), key, len))
+            return i;
+    return -1;
+}
+
+uintptr_t pa_py_dict_get(const struct pa_python *py, uintptr_t dict, const char *key) {
+    const struct pa_layout *l = &py->layout;
+    if (!pa_is_type(py, dict, py->dict_type))
+        return 0;
+    uintptr_t keys = PA_READ(uintptr_t, dict + l->dict_keys);
+    uintptr_t values = PA_READ(uintptr_t, dict + l->dict_values);
+    long i = pa_py_keys_index(py, keys, key);
+    if (i < 0)
+        return 0;
+    if (values) /* split: the values array's slot i (3.13+ after a small header) */
+        return pa_aligned(values, 8) ? PA_READ(uintptr_t, values + l->dv_values + 8 * (uintptr_t)i)
+                                     : 0;
+    struct entries e;
+    if (!keys_entries(py, keys, &e))
+        return 0;
+    return PA_READ(uintptr_t, e.base + (uintptr_t)i * e.size + e.value);
 }
 
 static _Atomic uintptr_t current_tasks, current_interp;
@@ -141,10 +164,10 @@ static uintptr_t find_current_tasks(const struct pa_python *py, uintptr_t interp
     if (len == atomic_load_explicit(&searched_len, memory_order_relaxed))
         return 0;
     atomic_store_explicit(&searched_len, len, memory_order_relaxed);
-    uintptr_t mod = dict_get(py, modules, "_asyncio");
+    uintptr_t mod = pa_py_dict_get(py, modules, "_asyncio");
     if (!pa_is_type(py, mod, py->module_type))
         return 0;
-    uintptr_t tasks = dict_get(py, PA_READ(uintptr_t, mod + l->mod_dict), "_current_tasks");
+    uintptr_t tasks = pa_py_dict_get(py, PA_READ(uintptr_t, mod + l->mod_dict), "_current_tasks");
     if (!pa_is_type(py, tasks, py->dict_type))
         return 0;
     atomic_store_explicit(&current_interp, interp, memory_order_relaxed);
@@ -225,20 +248,30 @@ static int32_t intern_name(const char *s, unsigned n) {
     return 0;
 }
 
-/* The value of a small non-negative int object (3.12+ layout: lv_tag right after the object
- * header, then 30-bit digits), or -1. Task counters start at 1 and stay far below 2^60. */
-static long long small_int(const struct pa_python *py, uintptr_t obj) {
-    uintptr_t head = py->layout.ob_type + 8; /* 16, or 32 in a free-threaded build */
-    uintptr_t tag = PA_READ(uintptr_t, obj + head);
-    unsigned sign = tag & 3, ndigits = (unsigned)(tag >> 3);
-    if (sign == 1)
+int pa_py_uint(const struct pa_python *py, uintptr_t obj, unsigned long long *out) {
+    if (!py->long_type || !pa_is_type(py, obj, py->long_type))
         return 0;
-    if (sign != 0 || ndigits == 0 || ndigits > 2)
-        return -1;
-    unsigned long long v = PA_READ(uint32_t, obj + head + 8) & 0x3fffffffu;
-    if (ndigits == 2)
-        v |= (unsigned long long)(PA_READ(uint32_t, obj + head + 12) & 0x3fffffffu) << 30;
-    return (long long)v;
+    uintptr_t head = py->layout.ob_type + 8; /* 16, or 32 in a free-threaded build */
+    long size = PA_READ(long, obj + head);
+    long ndigits = size;
+    if (py->minor >= 12) { /* lv_tag: digits << 3 | sign (0 positive, 1 zero, 2 negative) */
+        if ((size & 3) == 1) {
+            *out = 0;
+            return 1;
+        }
+        ndigits = (size & 3) == 0 ? (long)((unsigned long)size >> 3) : -1;
+    }
+    if (ndigits < 0 || ndigits > 3)
+        return 0;
+    unsigned long long v = 0;
+    for (long i = ndigits - 1; i >= 0; i--) {
+        unsigned long long d = PA_READ(uint32_t, obj + head + 8 + 4 * (uintptr_t)i) & 0x3fffffffu;
+        if (i == 2 && d > 15)
+            return 0; /* 2^64 or more */
+        v = (v << 30) | d;
+    }
+    *out = v;
+    return 1;
 }
 
 struct pa_frame pa_task_frame(const struct pa_python *py, uintptr_t name) {
@@ -249,12 +282,10 @@ struct pa_frame pa_task_frame(const struct pa_python *py, uintptr_t name) {
         f.line = intern_name(buf, (unsigned)n);
         return f;
     }
-    if (py->long_type && py->minor >= 12 && pa_is_type(py, name, py->long_type)) {
-        long long v = small_int(py, name);
-        if (v >= 0) {
-            f.line = (int32_t)(v & 0x7fffffff);
-            f.instr = COUNTER_FLAG | (uint32_t)((unsigned long long)v >> 31);
-        }
+    unsigned long long v;
+    if (py->minor >= 12 && pa_py_uint(py, name, &v) && v < (1ULL << 62)) {
+        f.line = (int32_t)(v & 0x7fffffff);
+        f.instr = COUNTER_FLAG | (uint32_t)(v >> 31);
     }
     return f;
 }

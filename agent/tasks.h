@@ -22,12 +22,28 @@ struct pa_asyncio_offsets {
     unsigned ts_running_task; /* _PyThreadStateImpl.asyncio_running_task (a strong reference) */
     unsigned task_name;       /* TaskObj.task_name: a str, or an int N named Task-N */
     unsigned task_coro;       /* TaskObj.task_coro: the coroutine the task steps */
+    /* 3.14+ (0 before): TaskObj.task_node, its link in the list of its thread's tasks, and
+     * _PyThreadStateImpl.asyncio_tasks_head, the list's head (agent/awaits.c) */
+    unsigned task_node, ts_tasks_head;
 };
 
 /* Normal context, once: makes the offsets known to the walk (later calls are ignored). */
 void pa_tasks_set_offsets(const struct pa_asyncio_offsets *o);
 /* Normal context: are they known? */
 int pa_tasks_known(void);
+/* Normal context: the offsets once known, else NULL. */
+const struct pa_asyncio_offsets *pa_tasks_offsets(void);
+
+/* Under the caller's guard (signal-safe): dict[key] for an ASCII str key, or 0; a split dict
+ * (an instance's attributes) is read through its shared keys and values. Bounded by the
+ * dict's own size. */
+uintptr_t pa_py_dict_get(const struct pa_python *py, uintptr_t dict, const char *key);
+/* Under the caller's guard: the index of ASCII str key in the entries of a dict keys object
+ * (any kind; a split one is an instance's shared keys), or -1. */
+long pa_py_keys_index(const struct pa_python *py, uintptr_t keys, const char *key);
+/* Under the caller's guard: the value of a non-negative int object below 2^64, 1 when read
+ * (3.11's ob_size or 3.12+'s lv_tag, then 30-bit digits); 0 otherwise. */
+int pa_py_uint(const struct pa_python *py, uintptr_t obj, unsigned long long *out);
 
 /* A task that may be the one the sampled thread runs: where its coroutine's frame is (in the
  * coroutine object, where a thread's frame chain meets it) and its name object. */

@@ -28,6 +28,7 @@
 #include "../base/log.h"
 #include "../base/realfns.h"
 #include "../base/threads.h"
+#include "awaits.h"
 #include "frames.h"
 #include "handler.h"
 #include "registry.h"
@@ -153,6 +154,59 @@ static void wall_tick(uint64_t elapsed) {
     }
 }
 
+/* ---- PYAGENT_ASYNC: every task's await chain ------------------------------------------ */
+
+/* Task samples not taken beyond the cap, for the header (pa_wall_tasks_over). */
+static _Atomic uint64_t tasks_over;
+static uint64_t task_off_ns; /* wall time not yet given to the tasks, under pa_reg_lock */
+static struct pa_task_ref task_refs[PA_AWAITS_MAX_TASKS];
+
+uint64_t pa_wall_tasks_over(void) {
+    return atomic_load(&tasks_over);
+}
+
+/* The serial of the living registered thread with this pthread id, 0 if none. */
+static uint32_t serial_of(unsigned long pthread) {
+    for (size_t i = 0; pthread && i < pa_reg_n; i++)
+        if (pa_reg_recs[i].alive && (unsigned long)pa_reg_recs[i].pthread == pthread)
+            return pa_reg_recs[i].serial;
+    return 0;
+}
+
+/* Every whole period of wall time, each waiting task is one sample of its await chain, under
+ * the thread whose loop it belongs to. A running task is not: its thread's own samples (CPU
+ * timer, off-CPU ticks) hold it, with its task:NAME frame. So every task counts one sample
+ * per period of its life, running or waiting: with PYAGENT_ASYNC=1 the unit is task-time. */
+static void count_tasks(uint64_t elapsed) {
+    const struct pa_handler_config *cfg = pa_handler_config();
+    const struct pa_python *py = pa_handler_python();
+    uint64_t period = 1000000000ULL / cfg->rate;
+    task_off_ns += elapsed;
+    if (task_off_ns < period)
+        return;
+    uint64_t n = task_off_ns / period;
+    task_off_ns -= n * period;
+    uint64_t weight = n > 1000 ? 1000 : n;
+    if (!pa_py_ready(py))
+        return; /* starting, or its layout not yet checked: the time passes unsampled */
+    unsigned long over = 0, unreadable = 0;
+    int k = pa_awaits_list(py, task_refs, PA_AWAITS_MAX_TASKS, &over);
+    struct pa_frame frames[PA_MAX_DEPTH_LIMIT];
+    for (int i = 0; i < k; i++) {
+        uint32_t serial = serial_of(task_refs[i].pthread);
+        if (!serial)
+            continue; /* its loop runs in no thread now: it makes no progress either */
+        int running;
+        int depth = pa_awaits_chain(py, task_refs[i].task, frames, (int)cfg->max_depth, &running,
+                                    &unreadable);
+        if (depth > 0 && !running)
+            pa_handler_count(serial, frames, (uint32_t)depth, weight);
+    }
+    if (over)
+        atomic_fetch_add(&tasks_over, over * weight);
+    pa_handler_add_counts(unreadable, 0);
+}
+
 static void *tick_main(void *arg) {
     (void)arg;
     if (!pa_thread_private_files())
@@ -187,8 +241,11 @@ static void *tick_main(void *arg) {
         }
         uint64_t now = pa_mono_ns();
         if (atomic_load(&pa_handler_running)) {
-            if (wall && !pa_py_finalizing(py))
+            if (wall && !pa_py_finalizing(py)) {
                 wall_tick(now - last);
+                if (pa_handler_config()->async_tasks)
+                    count_tasks(now - last);
+            }
             count_blocked(); /* CPU mode counts <shutdown> too */
         }
         last = now;
@@ -200,20 +257,25 @@ static void *tick_main(void *arg) {
     }
 }
 
+/* The guarded reads (the walk, and the layout check pa_py_ready may make) need SIGSEGV and
+ * SIGBUS, unblocked only meanwhile: the calling thread (the agent thread) must not take the
+ * program's process-directed signals. The caller restores *old. */
+static void unblock_faults(sigset_t *old) {
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, old);
+}
+
 int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out, int max) {
     const struct pa_python *py = pa_handler_python();
     if (!py)
         return -1;
     struct pa_other_thread o = {pthread, -1, 0};
     waiting_in(tid, &o);
-    /* The guarded reads (the walk, and the layout check pa_py_ready may make) need SIGSEGV
-     * and SIGBUS, unblocked only meanwhile: the calling thread (the agent thread) must not
-     * take the program's process-directed signals. */
-    sigset_t faults, old;
-    sigemptyset(&faults);
-    sigaddset(&faults, SIGSEGV);
-    sigaddset(&faults, SIGBUS);
-    pa_real_pthread_sigmask(SIG_UNBLOCK, &faults, &old);
+    sigset_t old;
+    unblock_faults(&old);
     int depth = -1;
     if (pa_py_ready(py)) {
         struct pa_walk_counts counts = {0, 0, 0};
@@ -221,6 +283,35 @@ int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out,
     }
     pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
     return depth;
+}
+
+int pa_sampler_tasks_now(void (*each)(void *arg, unsigned long pthread,
+                                      const struct pa_frame *frames, int depth, int running),
+                         void *arg) {
+    const struct pa_python *py = pa_handler_python();
+    if (!py)
+        return -1;
+    static struct pa_task_ref refs[PA_AWAITS_MAX_TASKS]; /* the agent thread's alone */
+    struct pa_frame *frames = malloc(PA_MAX_DEPTH_LIMIT * sizeof *frames);
+    if (!frames)
+        return -1;
+    sigset_t old;
+    unblock_faults(&old);
+    int n = -1;
+    if (pa_py_ready(py)) {
+        unsigned long over = 0, unreadable = 0;
+        n = pa_awaits_list(py, refs, PA_AWAITS_MAX_TASKS, &over);
+        for (int i = 0; i < n; i++) {
+            int running;
+            int depth = pa_awaits_chain(py, refs[i].task, frames,
+                                        (int)pa_handler_config()->max_depth, &running, &unreadable);
+            if (depth > 0)
+                each(arg, refs[i].pthread, frames, depth, running);
+        }
+    }
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free(frames);
+    return n;
 }
 
 void pa_wall_start(void) {

@@ -242,6 +242,12 @@ void pa_config_read(struct pa_config *cfg) {
         else if (strcmp(v, "cpu"))
             pa_log(PA_LOG_ERROR, "PYAGENT_MODE=\"%.64s\" is not cpu, wall or gil; using cpu", v);
     }
+    cfg->async_tasks = env_bool("PYAGENT_ASYNC", 0);
+    if (cfg->async_tasks && cfg->mode != PA_MODE_WALL) {
+        pa_log(PA_LOG_ERROR, "PYAGENT_ASYNC=1 samples waiting tasks in wall mode only "
+                             "(PYAGENT_MODE=wall); using 0");
+        cfg->async_tasks = 0;
+    }
 
     v = env("PYAGENT_SERVER");
     if (!v)

@@ -33,6 +33,7 @@ struct pa_config {
     int opcodes;          /* PYAGENT_OPCODES: each Python frame's instruction (3.11+) */
     unsigned bucket_ms;   /* PYAGENT_TIME_BUCKET_MS: time buckets' width, 0 = no time */
     int dump;             /* PYAGENT_DUMP: enum pa_dump_want */
+    int async_tasks;      /* PYAGENT_ASYNC: every asyncio task's await chain (wall mode) */
 
     /* Uploads (docs/continuous.md). */
     char tags[16384];         /* PYAGENT_TAGS "k=v,k2=v2", validated when the name is built */

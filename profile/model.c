@@ -331,9 +331,9 @@ void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const c
 /* ---- combining metadata ---- */
 
 static int is_counter_key(const char *key) {
-    static const char *const counters[] = {"samples",   "dropped",      "unreadable",
-                                           "truncated", "signals",      "cpu_s",
-                                           "gil_held",  "gil_released", "exception"};
+    static const char *const counters[] = {"samples",   "dropped",   "unreadable", "truncated",
+                                           "signals",   "cpu_s",     "gil_held",   "gil_released",
+                                           "exception", "tasks_over"};
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         if (strcmp(key, counters[i]) == 0)
             return 1;

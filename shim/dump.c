@@ -23,6 +23,7 @@
 #include "../agent/frames.h"
 #include "../agent/handler.h"
 #include "../agent/sampler.h"
+#include "../agent/awaits.h"
 #include "../agent/tasks.h"
 #include "../base/clock.h"
 #include "../base/log.h"
@@ -79,9 +80,11 @@ static const char *clean(const char *s, char *out, size_t len) {
     return out;
 }
 
+static void put_frames(struct answer *a, const struct pa_frame *frames, int depth, int from);
+
 static void put_thread(struct answer *a, const struct pa_thread_info *t, struct pa_frame *frames,
                        int max) {
-    char name[128], q[512], f[1024];
+    char name[128], q[512];
     pa_threads_name(t->serial, name, sizeof name);
     put(a, "thread %d %s\n", (int)t->tid, clean(name, q, sizeof q));
     int depth = pa_sampler_stack_now(t->tid, t->pthread, frames, max);
@@ -96,6 +99,12 @@ static void put_thread(struct answer *a, const struct pa_thread_info *t, struct 
         from = 1;
     }
     put(a, "state %s\n", state);
+    put_frames(a, frames, depth, from);
+}
+
+/* Frames from out[depth - 1] (the root) down to out[from], one line each. */
+static void put_frames(struct answer *a, const struct pa_frame *frames, int depth, int from) {
+    char q[512], f[1024];
     for (int i = depth - 1; i >= from; i--) {
         uint32_t id = frames[i].id;
         if (id == PA_SYN_INTERP)
@@ -106,7 +115,9 @@ static void put_thread(struct answer *a, const struct pa_thread_info *t, struct 
             char t[96];
             pa_task_frame_name(&frames[i], t, sizeof t);
             put(a, "frame 0\t%s\t\n", clean(t, q, sizeof q));
-        } else if (id < PA_SYN_FIRST_CODE)
+        } else if (id == PA_SYN_AWAIT)
+            put(a, "frame 0\t%s\t\n", pa_await_name(frames[i].line));
+        else if (id < PA_SYN_FIRST_CODE)
             put(a, "frame 0\t%s\t\n", pa_code_synthetic_name(id));
         else
             put(a, "frame %d\t%s\t%s\n", frames[i].line > 0 ? frames[i].line : 0,
@@ -114,8 +125,38 @@ static void put_thread(struct answer *a, const struct pa_thread_info *t, struct 
     }
 }
 
-/* Every registered thread that is alive, as its stack is now. */
-static void answer_stacks(struct answer *a, const char *python_version, int mode) {
+/* pyagent dump --async: each task as "task TID NAME", "state running|waiting" and, for a
+ * waiting one, its await chain root first, its leaf the state it waits in. A running task's
+ * frames are its thread's. */
+struct task_answer {
+    struct answer *a;
+    struct pa_thread_info *threads;
+    size_t nthreads;
+    size_t last_whole; /* the answer's length after the last whole task */
+};
+
+static void put_task(void *arg, unsigned long pthread, const struct pa_frame *frames, int depth,
+                     int running) {
+    struct task_answer *t = arg;
+    struct answer *a = t->a;
+    if (a->full)
+        return;
+    int tid = 0;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].pthread == pthread && t->threads[i].alive)
+            tid = (int)t->threads[i].tid;
+    char name[96], q[128];
+    pa_task_frame_name(&frames[depth - 1], name, sizeof name);
+    put(a, "task %d %s\n", tid, clean(name + 5 /* "task:" */, q, sizeof q));
+    put(a, "state %s\n", running ? "running" : "waiting");
+    if (!running)
+        put_frames(a, frames, depth - 1, 0);
+    if (!a->full)
+        t->last_whole = a->len;
+}
+
+/* Every registered thread that is alive, as its stack is now (and every task with tasks). */
+static void answer_stacks(struct answer *a, const char *python_version, int mode, int tasks) {
     static const char *const modes[] = {"cpu", "wall", "gil"};
     struct pa_thread_info *threads = malloc(MAX_THREADS * sizeof *threads);
     struct pa_frame *frames = malloc(PA_MAX_DEPTH_LIMIT * sizeof *frames);
@@ -135,7 +176,8 @@ static void answer_stacks(struct answer *a, const char *python_version, int mode
     int max = (int)pa_handler_config()->max_depth;
     size_t cap = a->cap;
     a->cap -= 32; /* room for "truncated" and "end" */
-    for (size_t i = 0; i < n; i++) {
+    int cut = 0;
+    for (size_t i = 0; i < n && !cut; i++) {
         if (!threads[i].alive)
             continue;
         size_t before = a->len;
@@ -143,12 +185,21 @@ static void answer_stacks(struct answer *a, const char *python_version, int mode
         if (a->full) {
             a->len = before;
             a->full = 0;
-            a->cap = cap;
-            put(a, "truncated\n");
-            break;
+            cut = 1;
+        }
+    }
+    if (tasks && !cut) {
+        struct task_answer t = {a, threads, n, a->len};
+        pa_sampler_tasks_now(put_task, &t);
+        if (a->full) {
+            a->len = t.last_whole;
+            a->full = 0;
+            cut = 1;
         }
     }
     a->cap = cap;
+    if (cut)
+        put(a, "truncated\n");
     put(a, "end\n");
 out:
     free(threads);
@@ -234,7 +285,8 @@ void pa_dump_serve(int listener, const char *python_version, int mode) {
                          " error refused: uid %u is neither this process's user nor root\n",
                          (unsigned)cred.uid);
         send_all(fd, msg, (size_t)n, deadline);
-    } else if (strcmp(line, PA_DUMP_PROTOCOL " stacks") != 0) {
+    } else if (strcmp(line, PA_DUMP_PROTOCOL " stacks") != 0 &&
+               strcmp(line, PA_DUMP_PROTOCOL " stacks tasks") != 0) {
         char msg[PA_DUMP_REQUEST_MAX + 80];
         char shown[PA_DUMP_REQUEST_MAX + 1];
         int n = snprintf(msg, sizeof msg, PA_DUMP_PROTOCOL " error unknown request '%s'\n",
@@ -242,7 +294,7 @@ void pa_dump_serve(int listener, const char *python_version, int mode) {
         send_all(fd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, deadline);
     } else if ((a.buf = malloc(PA_DUMP_ANSWER_MAX)) != NULL) {
         a.cap = PA_DUMP_ANSWER_MAX;
-        answer_stacks(&a, python_version, mode);
+        answer_stacks(&a, python_version, mode, strcmp(line, PA_DUMP_PROTOCOL " stacks") != 0);
         send_all(fd, a.buf, a.len, deadline);
     }
     free(a.buf);

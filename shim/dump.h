@@ -7,11 +7,14 @@
  * of that name made by another process is never believed. docs/architecture.md, "pyagent
  * dump and top", has the design; the protocol:
  *
- *   request:  "pyagent 1 stacks\n"                         (at most PA_DUMP_REQUEST_MAX bytes)
+ *   request:  "pyagent 1 stacks\n", or "pyagent 1 stacks tasks\n" (at most PA_DUMP_REQUEST_MAX)
  *   answer:   "pyagent 1 ok pid=P python=X.Y.Z mode=cpu\n"
  *             per thread "thread TID NAME\n", "state running|idle|gil|none\n",
  *             then its frames root first, "frame LINE\tQUALNAME\tFILE\n" (LINE 0: none;
- *             a synthetic frame has an empty FILE), and "end\n" after the last thread;
+ *             a synthetic frame has an empty FILE); with tasks, then per asyncio task
+ *             "task TID NAME\n" (TID of its loop's thread, 0: none), "state running|waiting\n"
+ *             and a waiting one's await chain as frames, its leaf <await X> or <ready>;
+ *             "end\n" after the last;
  *             or one line "pyagent 1 error MESSAGE\n".
  * Names hold no control characters (replaced by '?'). An answer is at most PA_DUMP_ANSWER_MAX
  * bytes: beyond, the threads that did not fit are left out and the last line before "end" is

@@ -6,6 +6,7 @@
  * itself: the agent sends names and numbers, never file contents. `top` samples the same
  * answer ten times a second and counts functions over a sliding window. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -30,18 +31,22 @@ static const char usage_text[] =
     "    pyagent-inspect - every thread's Python stack of a profiled process, now or live\n"
     "\n"
     "SYNOPSIS\n"
-    "    pyagent dump PID\n"
+    "    pyagent dump [--async] PID\n"
     "    pyagent top PID\n"
     "\n"
     "DESCRIPTION\n"
     "    dump     prints every thread of process PID: its name, what it waits in, and its\n"
     "             Python frames, most recent call last, with file, line and the source line,\n"
     "             as a traceback does. It works while the program is inside a C call or\n"
-    "             deadlocked on the GIL.\n"
+    "             deadlocked on the GIL. With --async, then every asyncio task (3.11+): the\n"
+    "             thread of its event loop, whether it runs, and a waiting task's await\n"
+    "             chain, its coroutines outermost first and last what it waits on\n"
+    "             (<await sleep>, <await lock>, <await Future>, or <ready> to run).\n"
     "    top      a live view of PID: functions by self and total share of the samples of\n"
     "             the last 10 seconds (ten a second), refreshed every second. Keys: s sort by\n"
     "             self, t sort by total, n next thread, a all threads, i count waiting threads\n"
-    "             too (on/off), q quit.\n"
+    "             too (on/off), q quit. Below it, asyncio tasks: the share of the window\n"
+    "             each task ran and waited, and what it waited on most.\n"
     "\n"
     "    The process must run under libpyagent.so, which answers through an abstract Unix\n"
     "    socket its agent thread listens on (PYAGENT_DUMP, docs/configuration.md): no ptrace\n"
@@ -102,8 +107,9 @@ static int own_pid(int pid) {
     return inner > 0 ? inner : pid;
 }
 
-/* One request, its whole answer (NUL-terminated), or exit with the reason. */
-static char *ask(int pid, size_t *len_out) {
+/* One request (with tasks: every asyncio task too), its whole answer (NUL-terminated), or
+ * exit with the reason. */
+static char *ask(int pid, int tasks, size_t *len_out) {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
@@ -128,8 +134,8 @@ static char *ask(int pid, size_t *len_out) {
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    static const char req[] = PA_DUMP_PROTOCOL " stacks\n";
-    if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) < 0 && errno != EPIPE)
+    const char *req = tasks ? PA_DUMP_PROTOCOL " stacks tasks\n" : PA_DUMP_PROTOCOL " stacks\n";
+    if (send(fd, req, strlen(req), MSG_NOSIGNAL) < 0 && errno != EPIPE)
         die("process %d: cannot send the request: %s", pid, strerror(errno));
     size_t cap = PA_DUMP_ANSWER_MAX + 1, len = 0;
     char *buf = malloc(cap);
@@ -208,9 +214,9 @@ static const char *state_words(const char *state) {
     return "running";
 }
 
-static int dump(int pid) {
+static int dump(int pid, int tasks) {
     size_t len;
-    char *answer = ask(pid, &len);
+    char *answer = ask(pid, tasks, &len);
     char *save, *ln = strtok_r(answer, "\n", &save);
     char python[64] = "?", mode[16] = "?";
     const char *p = strstr(ln, "python=");
@@ -220,12 +226,23 @@ static int dump(int pid) {
         sscanf(p, "mode=%15s", mode);
     printf("Process %d: Python %s, profiled by pyagent (%s mode)\n", pid, python, mode);
     char name[512] = "";
-    int tid = 0;
+    int tid = 0, task = 0, ntasks = 0;
     while ((ln = strtok_r(NULL, "\n", &save))) {
-        if (!strncmp(ln, "thread ", 7)) {
-            int off = 0;
-            if (sscanf(ln + 7, "%d %n", &tid, &off) >= 1)
-                snprintf(name, sizeof name, "%s", ln + 7 + off);
+        if (!strncmp(ln, "thread ", 7) || !strncmp(ln, "task ", 5)) {
+            int off = 0, at = ln[1] == 'h' ? 7 : 5;
+            task = at == 5;
+            if (sscanf(ln + at, "%d %n", &tid, &off) >= 1)
+                snprintf(name, sizeof name, "%s", ln + at + off);
+        } else if (!strncmp(ln, "state ", 6) && task) {
+            char where[64] = "no running loop";
+            if (tid)
+                snprintf(where, sizeof where, "thread %d", tid);
+            if (!ntasks++)
+                printf("\nasyncio tasks:\n");
+            if (!strcmp(ln + 6, "running"))
+                printf("\nTask \"%s\" (%s), running: its frames are its thread's\n", name, where);
+            else
+                printf("\nTask \"%s\" (%s), waiting, most recent await last:\n", name, where);
         } else if (!strncmp(ln, "state ", 6)) {
             printf("\nThread %d \"%s\" (%s), most recent call last:\n", tid, name,
                    state_words(ln + 6));
@@ -251,6 +268,8 @@ static int dump(int pid) {
             printf("\n(more threads: the answer was cut at %d MiB)\n", PA_DUMP_ANSWER_MAX >> 20);
         }
     }
+    if (tasks && !ntasks)
+        printf("\nasyncio tasks: none\n");
     free(answer);
     return 0;
 }
@@ -287,9 +306,14 @@ struct sample { /* one thread in one snapshot */
     unsigned n;
     unsigned *fn; /* leaf first */
 };
+struct task_sample { /* one asyncio task in one snapshot */
+    unsigned name;   /* "task:NAME" */
+    unsigned leaf;   /* what it waits on, or UINT_MAX while it runs */
+};
 struct tick {
-    size_t n;
+    size_t n, ntasks;
     struct sample *s;
+    struct task_sample *t;
 };
 static struct tick ticks[WINDOW];
 static unsigned tick_at, tick_count;
@@ -315,14 +339,17 @@ static char python_version[64] = "?";
 
 static void take_sample(int pid) {
     size_t len;
-    char *answer = ask(pid, &len), *save;
+    char *answer = ask(pid, 1, &len), *save;
     struct tick *t = &ticks[tick_at];
     for (size_t i = 0; i < t->n; i++)
         free(t->s[i].fn);
     free(t->s);
-    t->n = 0;
+    free(t->t);
+    t->n = t->ntasks = 0;
     t->s = NULL;
-    size_t cap = 0;
+    t->t = NULL;
+    size_t cap = 0, tcap = 0;
+    struct task_sample *task = NULL;
     char *ln = strtok_r(answer, "\n", &save);
     const char *p = strstr(ln, "python=");
     if (p)
@@ -346,6 +373,27 @@ static void take_sample(int pid) {
             cur->n = 0;
             cur->fn = NULL;
             fcap = 0;
+            task = NULL;
+        } else if (!strncmp(ln, "task ", 5)) {
+            if (t->ntasks == tcap) {
+                tcap = tcap ? 2 * tcap : 16;
+                t->t = realloc(t->t, tcap * sizeof *t->t);
+                if (!t->t)
+                    die("out of memory");
+            }
+            task = &t->t[t->ntasks++];
+            cur = NULL;
+            int off = 0, tid;
+            char key[200];
+            sscanf(ln + 5, "%d %n", &tid, &off);
+            snprintf(key, sizeof key, "task:%s", ln + 5 + off);
+            task->name = intern(key);
+            task->leaf = UINT_MAX;
+        } else if (task && !strncmp(ln, "frame 0\t<", 9)) {
+            char *q = ln + 8, *end = strchr(q, '\t');
+            if (end)
+                *end = 0;
+            task->leaf = intern(q); /* the last synthetic frame: the leaf */
         } else if (cur && !strncmp(ln, "state ", 6)) {
             cur->waiting = strcmp(ln + 6, "running") != 0;
         } else if (cur && !strncmp(ln, "frame ", 6)) {
@@ -423,6 +471,44 @@ static void draw(int pid) {
         if (fns[i].total)
             order[m++] = &fns[i];
     qsort(order, m, sizeof *order, by_share);
+    /* asyncio tasks: per task, the snapshots it ran or waited in, and its commonest wait. */
+    struct task_row {
+        unsigned name, ran, waited, leaf, leaf_n;
+    } *trows = calloc(nfns ? nfns : 1, sizeof *trows);
+    unsigned *leaf_count = calloc(nfns ? nfns : 1, sizeof *leaf_count);
+    if (!trows || !leaf_count)
+        die("out of memory");
+    size_t nt = 0, task_snapshots = 0;
+    for (unsigned k = 0; k < tick_count; k++)
+        task_snapshots += ticks[k].ntasks > 0;
+    for (size_t i = 0; i < nfns; i++)
+        fns[i].mark = 0;
+    for (unsigned k = 0; k < tick_count; k++)
+        for (size_t i = 0; i < ticks[k].ntasks; i++) {
+            struct task_sample *ts = &ticks[k].t[i];
+            if (!fns[ts->name].mark) {
+                trows[nt].name = ts->name;
+                fns[ts->name].mark = (unsigned)++nt;
+            }
+            struct task_row *r = &trows[fns[ts->name].mark - 1];
+            if (ts->leaf == UINT_MAX)
+                r->ran++;
+            else
+                r->waited++;
+        }
+    for (size_t j = 0; j < nt; j++) { /* each task's commonest wait */
+        memset(leaf_count, 0, nfns * sizeof *leaf_count);
+        for (unsigned k = 0; k < tick_count; k++)
+            for (size_t i = 0; i < ticks[k].ntasks; i++) {
+                struct task_sample *ts = &ticks[k].t[i];
+                if (ts->name == trows[j].name && ts->leaf != UINT_MAX &&
+                    ++leaf_count[ts->leaf] > trows[j].leaf_n) {
+                    trows[j].leaf = ts->leaf;
+                    trows[j].leaf_n = leaf_count[ts->leaf];
+                }
+            }
+    }
+    int task_rows = nt ? (int)(nt < 8 ? nt : 8) + 2 : 0;
     printf("\x1b[H\x1b[2J");
     printf("pyagent top: process %d, Python %s; thread %s; %s threads %s; sorted by %s\r\n", pid,
            python_version, want ? seen.names[thread_pick] : "all",
@@ -432,12 +518,22 @@ static void draw(int pid) {
            "q quit\r\n\r\n",
            samples, (tick_count + PER_SECOND - 1) / PER_SECOND);
     printf("%7s %7s  %s\r\n", "SELF%", "TOTAL%", "FUNCTION");
-    for (size_t i = 0; i < m && (int)i < rows - 5; i++)
+    for (size_t i = 0; i < m && (int)i < rows - 5 - task_rows; i++)
         printf("%7.1f %7.1f  %.*s\r\n", samples ? 100.0 * order[i]->self / samples : 0.0,
                samples ? 100.0 * order[i]->total / samples : 0.0, cols > 18 ? cols - 18 : 1,
                order[i]->name);
+    if (nt) {
+        printf("\r\n%7s %7s  %-32s %s\r\n", "RUN%", "WAIT%", "TASK", "WAITING MOSTLY ON");
+        for (size_t j = 0; j < nt && j < 8; j++) {
+            double d = task_snapshots ? 100.0 / (double)task_snapshots : 0.0;
+            printf("%7.1f %7.1f  %-32.32s %s\r\n", trows[j].ran * d, trows[j].waited * d,
+                   fns[trows[j].name].name, trows[j].leaf_n ? fns[trows[j].leaf].name : "-");
+        }
+    }
     fflush(stdout);
     free(order);
+    free(trows);
+    free(leaf_count);
 }
 
 static struct termios saved_tty;
@@ -459,7 +555,7 @@ static void on_quit(int sig) {
 
 static int top(int pid) {
     size_t len;
-    free(ask(pid, &len)); /* a clear refusal before the screen is taken */
+    free(ask(pid, 1, &len)); /* a clear refusal before the screen is taken */
     if (isatty(0) && tcgetattr(0, &saved_tty) == 0) {
         struct termios raw = saved_tty;
         raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
@@ -539,11 +635,13 @@ int main(int argc, char **argv) {
         fputs(usage_text, stdout);
         return 0;
     }
-    if (argc != 3 || (strcmp(argv[1], "dump") != 0 && strcmp(argv[1], "top") != 0)) {
-        fprintf(stderr, "pyagent: usage: pyagent dump PID | pyagent top PID; see pyagent --help\n");
+    int tasks = argc == 4 && !strcmp(argv[1], "dump") && !strcmp(argv[2], "--async");
+    if (argc != 3 + tasks || (strcmp(argv[1], "dump") != 0 && strcmp(argv[1], "top") != 0)) {
+        fprintf(stderr, "pyagent: usage: pyagent dump [--async] PID | pyagent top PID; see "
+                        "pyagent --help\n");
         return 2;
     }
-    target = parse_pid(argv[2]);
+    target = parse_pid(argv[2 + tasks]);
     enter_netns(target);
-    return !strcmp(argv[1], "dump") ? dump(target) : top(target);
+    return !strcmp(argv[1], "dump") ? dump(target, tasks) : top(target);
 }

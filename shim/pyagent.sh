@@ -13,7 +13,7 @@ NAME
 
 SYNOPSIS
     pyagent run [--rate N] [--mode cpu|wall|gil] [-o FILE] [--server URL] [--app NAME] -- COMMAND [ARGS...]
-    pyagent dump PID
+    pyagent dump [--async] PID
     pyagent top PID
     pyagent lib
     pyagent --help | --version
@@ -25,11 +25,14 @@ DESCRIPTION
              now: its name, what it waits in, and its frames, most recent call last, with
              file, line and source line, like a traceback. No ptrace rights are needed: the
              agent inside the process answers, to the same user or root only, while the
-             program is inside a C call or deadlocked on the GIL too.
+             program is inside a C call or deadlocked on the GIL too. --async adds every
+             asyncio task (3.11+): whether it runs, and a waiting task's await chain down to
+             what it waits on (<await sleep>, <await lock>, <await Future>, <ready>).
     top      a live view of process PID over the same channel: functions by self and total
              share of the last 10 seconds, refreshed every second, all threads or one.
              Keys: s sort by self, t by total, n next thread, a all threads, i count waiting
-             threads too, q quit.
+             threads too, q quit. A program running asyncio tasks gets a table of them
+             below: the share of the window each ran and waited, and its commonest wait.
     lib      prints the path of libpyagent.so.
 
 OPTIONS

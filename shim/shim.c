@@ -429,7 +429,7 @@ static void start_agent(void) {
     if (gil_mode_refused(&py, "not profiling"))
         return;
     struct pa_sampler_config sc = {cfg.rate,   cfg.max_depth, cfg.timer_want, cfg.mode,
-                                   cfg.native, cfg.opcodes,   cfg.bucket_ms};
+                                   cfg.native, cfg.opcodes,   cfg.bucket_ms,  cfg.async_tasks};
 #ifdef PYAGENT_FAULT_INJECTION
     pa_walk_inject_every = cfg.fault_every;
 #endif

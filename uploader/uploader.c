@@ -20,6 +20,7 @@
 #include "../agent/labels.h"
 #include "../agent/native.h"
 #include "../agent/sampler.h"
+#include "../agent/awaits.h"
 #include "../agent/tasks.h"
 #include "../profile/profile.h"
 #include "../base/log.h"
@@ -201,6 +202,8 @@ static uint32_t code_frame(const struct pa_frame *f) {
         n = snprintf(buf, sizeof buf, "interp:%d", f->line);
     else if (f->id == PA_SYN_TASK)
         n = pa_task_frame_name(f, buf, sizeof buf);
+    else if (f->id == PA_SYN_AWAIT)
+        n = snprintf(buf, sizeof buf, "%s", pa_await_name(f->line));
     else if (f->id < PA_SYN_FIRST_CODE)
         n = snprintf(buf, sizeof buf, "%s", pa_code_synthetic_name(f->id));
     else if (f->line > 0)
@@ -449,6 +452,8 @@ static int write_local(int final, int quiet) {
         set_meta_u64("untimed", untimed_total);
     set_meta_u64("unreadable", st.unreadable);
     set_meta_u64("truncated", st.truncated);
+    if (cfg->async_tasks)
+        set_meta_u64("tasks_over", st.tasks_over);
     /* The sampled threads' states: shares of `samples` in the report's sidebar
      * (docs/formats.md). No exception count where the thread state's exc_info is unknown. */
     set_meta_u64("gil_held", st.gil_held);

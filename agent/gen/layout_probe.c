@@ -20,6 +20,7 @@
 #include <internal/pycore_code.h>
 #include <internal/pycore_dict.h>
 #include <internal/pycore_moduleobject.h>
+#include <internal/pycore_genobject.h>
 #endif
 #ifdef Py_GIL_DISABLED
 #include <internal/pycore_pystate.h>
@@ -214,6 +215,38 @@ int main(void) {
            OFF(PyDictKeysObject, dk_log2_index_bytes), OFF(PyDictKeysObject, dk_kind),
            OFF(PyDictKeysObject, dk_nentries), OFF(PyDictKeysObject, dk_indices));
     printf("     .mod_dict = %u,\n", OFF(PyModuleObject, md_dict));
+#endif
+    /* PYAGENT_ASYNC (agent/awaits.c): a suspended coroutine's state (gi_frame_state, whose
+     * values moved in 3.13 and again in 3.15), the top of its frame's value stack (what it
+     * awaits: an index into localsplus up to 3.12, a pointer from 3.13), a set's table, a
+     * weak reference's object, and where an instance's attributes are (the type's shared
+     * keys; 3.13+'s inline values after the object header). */
+#if PY_VERSION_HEX >= 0x030B0000
+    /* The awaited object sits at stackpointer[-1], from 3.15 at [-2] (SEND keeps its
+     * value above it): not in any header, measured (cr_await's address on the stack). */
+#if PY_VERSION_HEX >= 0x030F0000
+    unsigned fr_stack = OFF(_PyInterpreterFrame, stackpointer), fr_stack_ptr = 2;
+#elif PY_VERSION_HEX >= 0x030E0000
+    unsigned fr_stack = OFF(_PyInterpreterFrame, stackpointer), fr_stack_ptr = 1;
+#else
+    unsigned fr_stack = OFF(_PyInterpreterFrame, stacktop), fr_stack_ptr = 0;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    unsigned dv_values = OFF(PyDictValues, values);
+    int fs_yield_from = FRAME_SUSPENDED_YIELD_FROM;
+#else
+    unsigned dv_values = 0;
+    int fs_yield_from = 0;
+#endif
+    printf(
+        "     .gen_frame_state = %u, .fs_created = %d, .fs_executing = %d, .fs_yield_from = %d,\n",
+        OFF(PyGenObject, gi_frame_state), FRAME_CREATED, FRAME_EXECUTING, fs_yield_from);
+    printf("     .fr_stack = %u, .fr_stack_ptr = %u, .fr_localsplus = %u, .set_mask = %u, "
+           ".set_table = %u,\n",
+           fr_stack, fr_stack_ptr, OFF(_PyInterpreterFrame, localsplus), OFF(PySetObject, mask),
+           OFF(PySetObject, table));
+    printf("     .wr_object = %u, .ht_cached_keys = %u, .dv_values = %u,\n",
+           OFF(PyWeakReference, wr_object), OFF(PyHeapTypeObject, ht_cached_keys), dv_values);
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* Where each offset we use sits inside _Py_DebugOffsets, in 64-bit words, so that the

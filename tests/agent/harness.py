@@ -1,5 +1,6 @@
 """Shared helpers of the integration tests: run a real program under the agent (or not),
 read the folded profiles it leaves behind. Standard library only."""
+import math
 import os
 import re
 import shutil
@@ -172,3 +173,63 @@ def load(url, server, clients, requests):
     for t in threads:
         t.join()
     check(not errors, "requests failed: %s" % errors[:3])
+
+
+def share_tolerance(want, n):
+    """2 points plus three standard deviations of a binomial count of n samples (percent)."""
+    q = want / 100.0
+    return 2.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+
+
+def load_routes(base, server, clients=4, requests=25):
+    """/burn and /nap of an async_routes.py server (programs/) loaded at the same time:
+    `clients` clients on each route, `requests` requests each."""
+    errors = []
+
+    def route(name):
+        try:
+            load(base + name, server, clients, requests)
+        except Failure as e:
+            errors.append(e)
+    threads = [threading.Thread(target=route, args=(name,)) for name in ("burn", "nap")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not errors, "loading the routes: %s" % errors[:1])
+
+
+def check_route_split(p, truth):
+    """An async_routes.py server's profile under PYAGENT_ASYNC=1: every sample of a route's
+    handler is under a request's task frame on the loop's thread (MainThread), /nap's that
+    wait end in <await sleep> right under nap_route(), and /burn's share of both routes'
+    samples is its share of their measured wall time (truth: async_routes.py's OUT.json)
+    within share_tolerance."""
+    got, wrong = {"burn": 0, "nap": 0}, []
+    for frames, n in p.stacks:
+        names = [f.split(" (", 1)[0] for f in frames]
+        route = "burn" if "burn_route" in names else "nap" if "nap_route" in names else None
+        if not route:
+            continue
+        got[route] += n
+        task = next((i for i, f in enumerate(frames) if f.startswith("task:")), None)
+        if frames[0] != "thread:MainThread" or task is None or task > names.index(route + "_route"):
+            wrong.append((frames, n))
+        elif route == "nap" and frames[-1].startswith("<") and (frames[-1] != "<await sleep>" or
+                                                                 names[-2] != "nap_route"):
+            wrong.append((frames, n))
+    n = got["burn"] + got["nap"]
+    check(n > 0, "no samples of the routes")
+    # Wall mode reads a thread's stack from the tick thread when the thread was off a CPU for
+    # a period, and the thread may run again by then: such a read can end early, above the
+    # task's coroutine frame (a stack torn by the read; modes.md, "wall"). One in a hundred at
+    # most, never more.
+    check(sum(c for f, c in wrong) <= n // 100,
+          "route samples not under their task, or waiting elsewhere: %d of %d: %r" % (
+              sum(c for f, c in wrong), n, [f for f, _ in wrong[:2]]))
+    share, want = 100.0 * got["burn"] / n, 100.0 * truth["burn"] / (truth["burn"] + truth["nap"])
+    tol = share_tolerance(want, n)
+    check(abs(share - want) <= tol, "/burn has %.1f%% of the routes' samples, %.1f%% of their wall time "
+          "(tolerance %.1f); samples %r, seconds %r" % (share, want, tol, got, truth))
+    print("%d requests; /burn %.1f%% of %d route samples, %.1f%% of the handlers' wall time (tolerance %.1f); "
+          "%d samples torn above their task" % (truth["requests"], share, n, want, tol, sum(c for f, c in wrong)))

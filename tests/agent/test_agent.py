@@ -15,7 +15,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PROGRAMS, Context, Failure, Profile, Run, check, free_port, load, run_case  # noqa: E402
+from harness import (PROGRAMS, Context, Failure, Profile, Run, check, check_route_split, free_port, load,  # noqa: E402
+                     load_routes, run_case, share_tolerance)
 
 
 def frame_name(frame):
@@ -144,7 +145,7 @@ def test_bad_configuration(ctx):
     cases = {
         "PYAGENT_RATE": "fast", "PYAGENT_MODE": "bogus", "PYAGENT_MAX_DEPTH": "-3",
         "PYAGENT_UPLOAD_INTERVAL": "0", "PYAGENT_LOG": "loud", "PYAGENT_ENABLE": "maybe",
-        "PYAGENT_OUTPUT_FORMAT": "gecko",
+        "PYAGENT_OUTPUT_FORMAT": "gecko", "PYAGENT_ASYNC": "maybe",
     }
     for var, val in cases.items():
         r = ctx.same_as_without(["plain.py", "0.5", "3"], env={var: val})
@@ -1381,6 +1382,57 @@ def test_dump_task(ctx):
     dump_eventually(ctx, prog, checks)
 
 
+def dump_tasks(out):
+    """The tasks of `pyagent dump --async` output -> {name: (thread or None, state, [frame
+    lines stripped, outermost first])}."""
+    tasks, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r'^Task "(.*)" \((?:thread (\d+)|no running loop)\), (running|waiting)', line)
+        if m:
+            cur = tasks[m.group(1)] = (m.group(2) and int(m.group(2)), m.group(3), [])
+        elif cur and line.startswith("  "):
+            cur[2].append(line.strip())
+        elif not line.strip():
+            cur = None
+    return tasks
+
+
+def test_dump_async(ctx):
+    """`pyagent dump --async PID`, 3.11+ (stuck.py tasks): after the threads, every asyncio
+    task with its loop's thread, "holder" waiting in its own coroutine's asyncio.sleep line
+    with <await sleep> as the last line, "locked-out" at its `async with lock:` with
+    <await lock>, the main task awaiting the executor's future (<await Future>), and
+    "burner" running or ready; a plain `pyagent dump` shows no tasks."""
+    prog = Started(ctx, ["stuck.py", "tasks"], env={"PYAGENT_DUMP": "1"})
+
+    def once():
+        r = pyagent_cli(ctx, "dump", "--async", str(prog.pid))
+        check(r.returncode == 0 and not r.stderr, "dump --async: exit %d, stderr %r" % (r.returncode, r.stderr))
+        tasks = dump_tasks(r.stdout)
+        for name, function, marker, leaf in (("holder", "tasks_holder", "HOLDER", "<await sleep>"),
+                                             ("locked-out", "tasks_locked", "LOCKED", "<await lock>")):
+            check(name in tasks, "no task %r:\n%s" % (name, r.stdout))
+            thread, state, lines = tasks[name]
+            line, source = marker_line("stuck.py", marker)
+            check(thread == prog.pid and state == "waiting", "task %s: %r" % (name, tasks[name]))
+            check(lines[-3:] == ['File "%s", line %d, in %s' % (os.path.join(PROGRAMS, "stuck.py"), line, function),
+                                 source, leaf], "task %s's chain: %r" % (name, lines))
+        main = [t for n, t in tasks.items() if re.fullmatch(r"Task-\d+", n)]
+        # (Right after "ready" the main task may still run: eventually() asks again.)
+        check(len(main) == 1 and main[0][2] and main[0][2][-1] == "<await Future>" and
+              any(l.endswith("in run_tasks") for l in main[0][2]), "the main task: %r" % main)
+        check("burner" in tasks, "no task burner:\n" + r.stdout)
+        return r
+
+    try:
+        r = eventually(once)
+        plain = pyagent_cli(ctx, "dump", str(prog.pid))
+        check(plain.returncode == 0 and "Task " not in plain.stdout, "tasks in a plain dump:\n" + plain.stdout)
+    finally:
+        prog.kill()
+    print(r.stdout)
+
+
 def test_dump_gil_deadlock(ctx):
     """A process whose main thread holds the GIL inside a C call that never returns (ctypes.PyDLL
     keeps the GIL) still answers: both threads' stacks, the spinner waiting for the GIL."""
@@ -1506,54 +1558,107 @@ def test_dump_invisible(ctx):
     print(seen["auto"][2])
 
 
+class Tmux:
+    """A tmux server of our own running one command in a 120x30 window, read with
+    capture-pane and driven with send-keys; the command's exit status lands in a file."""
+
+    def __init__(self, ctx, command):
+        import shutil
+        check(shutil.which("tmux"), "tmux is not installed (scripts/deps.sh --test installs it)")
+        self.tmux = ["tmux", "-L", "pyagent-top-%d" % os.getpid(), "-f", "/dev/null"]
+        self.rc_file = os.path.join(ctx.workdir(), "rc")
+        self.screen = ""
+        subprocess.run(self.tmux + ["new-session", "-d", "-s", "top", "-x", "120", "-y", "30",
+                                    "%s; echo $? > %s" % (command, self.rc_file)], check=True)
+
+    def capture(self):
+        return subprocess.run(self.tmux + ["capture-pane", "-p", "-t", "top"], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(self, pred, what):
+        for _ in range(300):  # a deadline for a hung view, not a timing
+            self.screen = self.capture()
+            if pred(self.screen):
+                return
+            time.sleep(0.1)
+        check(False, "%s; the screen:\n%s" % (what, self.screen))
+
+    def keys(self, keys):
+        subprocess.run(self.tmux + ["send-keys", "-t", "top", keys], check=True)
+
+    def quit(self):
+        """'q', then the command's exit status must be 0."""
+        self.keys("q")
+        for _ in range(300):
+            if os.path.exists(self.rc_file) and open(self.rc_file).read().strip():
+                break
+            time.sleep(0.1)
+        check(os.path.exists(self.rc_file), "'q' did not end pyagent top; the screen:\n" + self.capture())
+        rc = open(self.rc_file).read().strip()
+        check(rc == "0", "pyagent top exited %s" % rc)
+
+    def close(self):
+        subprocess.run(self.tmux + ["kill-server"], capture_output=True)
+
+
 def test_top_in_tmux(ctx):
     """`pyagent top PID` in a terminal (tmux): the burning function comes to the top of the
     table sorted by self share; 't' sorts by total; 'q' quits with status 0."""
-    import shutil
-    check(shutil.which("tmux"), "tmux is not installed (scripts/deps.sh --test installs it)")
     prog = Started(ctx, ["stuck.py", "burn"])
-    sock = "pyagent-top-%d" % os.getpid()
-    rc_file = os.path.join(ctx.workdir(), "rc")
-    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
-    screen = ""
-
-    def capture():
-        return subprocess.run(tmux + ["capture-pane", "-p", "-t", "top"], capture_output=True,
-                              text=True).stdout
-
-    def wait_for(pred, what):
-        nonlocal screen
-        for _ in range(300):  # a deadline for a hung view, not a timing
-            screen = capture()
-            if pred(screen):
-                return
-            time.sleep(0.1)
-        check(False, "%s; the screen:\n%s" % (what, screen))
 
     def first_row(text):
         rows = text.splitlines()
         i = next((i for i, l in enumerate(rows) if "FUNCTION" in l), None)
         return rows[i + 1] if i is not None and i + 1 < len(rows) else ""
 
+    term = Tmux(ctx, "%s top %d" % (ctx.launcher, prog.pid))
     try:
-        cmd = "%s top %d; echo $? > %s" % (ctx.launcher, prog.pid, rc_file)
-        subprocess.run(tmux + ["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", cmd], check=True)
-        wait_for(lambda s: re.search(r"^\s*\d+\.\d\s+\d+\.\d\s+burn \(stuck\.py\)", first_row(s)),
-                 "burn() is not the top row")
-        check("sorted by self" in screen, "not sorted by self at first:\n" + screen)
-        subprocess.run(tmux + ["send-keys", "-t", "top", "t"], check=True)
-        wait_for(lambda s: "sorted by total" in s, "'t' did not sort by total")
-        subprocess.run(tmux + ["send-keys", "-t", "top", "q"], check=True)
-        for _ in range(300):
-            if os.path.exists(rc_file) and open(rc_file).read().strip():
-                break
-            time.sleep(0.1)
-        check(os.path.exists(rc_file), "'q' did not end pyagent top; the screen:\n" + capture())
-        check(open(rc_file).read().strip() == "0", "pyagent top exited %s" % open(rc_file).read().strip())
+        term.wait_for(lambda s: re.search(r"^\s*\d+\.\d\s+\d+\.\d\s+burn \(stuck\.py\)", first_row(s)),
+                      "burn() is not the top row")
+        check("sorted by self" in term.screen, "not sorted by self at first:\n" + term.screen)
+        term.keys("t")
+        term.wait_for(lambda s: "sorted by total" in s, "'t' did not sort by total")
+        term.quit()
     finally:
-        subprocess.run(tmux + ["kill-server"], capture_output=True)
+        term.close()
         prog.kill()
-    print(screen)
+    print(term.screen)
+
+
+def test_top_tasks_in_tmux(ctx):
+    """`pyagent top PID` of a program running asyncio tasks (stuck.py tasks), 3.11+: below the
+    functions, a table of tasks, one row per task with the share of the window it ran and
+    waited and what it waited on most: "burner" runs (its task_burn() is a function row too),
+    "holder" waits mostly in <await sleep>, "locked-out" in <await lock>, all the time."""
+    prog = Started(ctx, ["stuck.py", "tasks"], env={"PYAGENT_DUMP": "1"})
+    rows = {}
+
+    def task_rows(text):
+        rows.clear()
+        lines = text.splitlines()
+        at = next((i for i, l in enumerate(lines) if re.match(r"^\s*RUN%\s+WAIT%\s+TASK", l)), None)
+        for l in lines[at + 1:] if at is not None else []:
+            m = re.match(r"^\s*(\d+\.\d)\s+(\d+\.\d)\s+task:(\S+)\s+(.*?)\s*$", l)
+            if m:
+                rows[m.group(3)] = (float(m.group(1)), float(m.group(2)), m.group(4))
+        return rows
+
+    def settled(text):
+        r = task_rows(text)
+        return (r.get("holder", (0, 0, ""))[2] == "<await sleep>" and
+                r.get("locked-out", (0, 0, ""))[2] == "<await lock>" and
+                "burner" in r and "task_burn (stuck.py)" in text)
+
+    term = Tmux(ctx, "%s top %d" % (ctx.launcher, prog.pid))
+    try:
+        term.wait_for(settled, "no task rows with holder in <await sleep> and locked-out in <await lock>")
+        for name in ("holder", "locked-out"):
+            check(rows[name][0] == 0.0 and rows[name][1] > 0, "task %s ran: %r" % (name, rows[name]))
+        term.quit()
+    finally:
+        term.close()
+        prog.kill()
+    print(term.screen)
 
 
 def labels_of(frames):
@@ -1903,6 +2008,134 @@ def test_aiohttp_tasks(ctx):
     print("%d samples in app_burn(), all under one of %d tasks (%s...)" % (n, len(names), sorted(names)[0]))
 
 
+def await_leaf(frames):
+    """The <await X> or <ready> leaf of a task sample, or None (a running task's sample)."""
+    return frames[-1] if frames[-1] in ("<await sleep>", "<await Future>", "<await lock>", "<ready>") else None
+
+
+def test_async_task_split(ctx):
+    """PYAGENT_ASYNC=1 in wall mode, 3.11+ (async_split.py, 3 s): every task is sampled every
+    period of its life, waiting or running, so the profile's unit is task-time: each waiting
+    task's stack is thread:MainThread;task:NAME;its coroutines;<await X> with the leaf its
+    wait gives (sleepers and the lock's holder <await sleep> under nap()/hold(), "locked"
+    <await lock> right under want_lock(), "future" <await Future> under
+    outer_wait;inner_wait) in 95% of its samples or more; the six tasks, which live equally
+    long, have the same number of samples within 5%; and the mixed task's share of samples
+    running (in mixed_burn()) against waiting (<await sleep>) is its measured split of wall
+    time within 2 points plus three standard deviations. A second thread's loop (Side) has its
+    task "side-nap" under thread:Side, waiting in side_nap's sleep, and no task of one loop is
+    under the other's thread. No task is over the cap (tasks_over=0)."""
+    r = ctx.run(["async_split.py", "truth.json", "3"],
+                env={"PYAGENT_MODE": "wall", "PYAGENT_ASYNC": "1", "PYAGENT_RATE": "250"})
+    check(r.rc == 0, "async_split.py failed: %s" % r.err[-2000:])
+    check("PYAGENT" not in r.err, "the agent complained: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    check(p.meta.get("tasks_over") == "0", "tasks_over=%r" % p.meta.get("tasks_over"))
+    expect = {"sleeper0": (["nap"], "<await sleep>"), "sleeper1": (["nap"], "<await sleep>"),
+              "holder": (["hold"], "<await sleep>"), "locked": (["want_lock"], "<await lock>"),
+              "future": (["outer_wait", "inner_wait"], "<await Future>")}
+    per_task, leafs, mixed, side_waits = {}, {}, {"run": 0, "wait": 0}, 0
+    for frames, n in p.stacks:
+        i = task_index(frames)
+        if i is None:
+            continue
+        name = frames[i][len("task:"):]
+        # Each loop's tasks under its own thread (asyncio.run's own tasks, such as the one
+        # that shuts async generators down, are under one of the two).
+        home = "thread:Side" if name == "side-nap" else "thread:MainThread" if name in expect or name == "mixed" \
+            else frames[0]
+        check(frames[0] == home and home in ("thread:Side", "thread:MainThread"),
+              "a task sample on another loop's thread: %r" % frames)
+        per_task[name] = per_task.get(name, 0) + n
+        leaf = await_leaf(frames)
+        if name == "side-nap":
+            side_waits += n if leaf == "<await sleep>" and frame_name(frames[i + 1]) == "side_nap" else 0
+        if name in expect:
+            fns, want = expect[name]
+            ok = leaf == want and [frame_name(f) for f in frames[i + 1:-1]] == fns
+            leafs[name] = leafs.get(name, 0) + (n if ok else 0)
+        elif name == "mixed":
+            if leaf is None:
+                check(has_frame("mixed_burn")(frames) or has_frame("mixed")(frames),
+                      "mixed running outside its coroutine: %r" % frames)
+                mixed["run"] += n
+            else:
+                check(frames[i + 1:] == [f for f in frames[i + 1:] if frame_name(f) == "mixed" or f == leaf],
+                      "mixed waiting elsewhere: %r" % frames)
+                mixed["wait"] += n
+    report = ["%s %d (%d%% as expected)" % (k, per_task.get(k, 0), 100 * leafs.get(k, 0) // max(per_task.get(k, 1), 1))
+              for k in sorted(expect)]
+    for name in expect:
+        check(per_task.get(name, 0) > 0 and leafs.get(name, 0) >= 0.95 * per_task[name],
+              "task %s's samples not in its wait: %s" % (name, "; ".join(report)))
+    check(per_task.get("side-nap", 0) > 0 and side_waits >= 0.95 * per_task["side-nap"],
+          "the Side loop's task: %d samples, %d in side_nap's sleep" % (per_task.get("side-nap", 0), side_waits))
+    lives = [per_task.get(n, 0) for n in list(expect) + ["mixed"]]
+    check(min(lives) >= 0.95 * max(lives), "tasks of equal life, unequal samples: %r (%s)" % (lives, report))
+    n = mixed["run"] + mixed["wait"]
+    share, want = 100.0 * mixed["run"] / n, 100.0 * truth["run"] / (truth["run"] + truth["wait"])
+    tol = share_tolerance(want, n)
+    check(abs(share - want) <= tol, "mixed ran in %.1f%% of its samples, %.1f%% of its wall time (tolerance %.1f)"
+          % (share, want, tol))
+    print("%s; mixed %d samples, running %.1f%% sampled, %.1f%% measured (tolerance %.1f)"
+          % ("; ".join(report), n, share, want, tol))
+
+
+def test_async_tasks_cap(ctx):
+    """PYAGENT_ASYNC=1, 3.11+, 1,200 sleeping tasks: a tick reads 1,000 tasks at most
+    (PA_AWAITS_MAX_TASKS) and counts the others in the header's tasks_over, never silently:
+    the task samples plus tasks_over are the samples 1,200 tasks would have had."""
+    r = ctx.run(["async_split.py", "truth.json", "1", "many", "1200"],
+                env={"PYAGENT_MODE": "wall", "PYAGENT_ASYNC": "1", "PYAGENT_RATE": "100"})
+    check(r.rc == 0, "async_split.py failed: %s" % r.err[-2000:])
+    p = r.profile()
+    over = int(p.meta.get("tasks_over", "0"))
+    sampled = p.total(lambda f: task_index(f) is not None and frame_name(f[task_index(f)]).startswith("task:many"))
+    check(over > 0, "tasks_over=%d with 1,200 tasks" % over)
+    # 1,200 tasks (and asyncio.run's) in ticks that met them all: a share of 1000/1201 sampled.
+    share = 100.0 * sampled / (sampled + over)
+    check(abs(share - 100.0 * 1000 / 1201) <= 3.0, "%d sampled, %d over: %.1f%% sampled" % (sampled, over, share))
+    print("%d task samples, %d counted over the cap (%.1f%% sampled)" % (sampled, over, share))
+
+
+def test_async_task_churn(ctx):
+    """PYAGENT_ASYNC=1 at 1 kHz, 3.11+, tasks that come and go as fast as the loop makes them
+    (async_churn.py, 2 s: bursts of 200, eager ones on 3.12+), so that the tick thread's reads
+    race the tasks' ends: the program's output and exit status are the same as without the
+    agent, and its profile has the churning tasks' waits (<await ...> leaves under task:cN)."""
+    r = ctx.same_as_without(["async_churn.py", "2"],
+                            env={"PYAGENT_MODE": "wall", "PYAGENT_ASYNC": "1", "PYAGENT_RATE": "1000"})
+    p = r.profile()
+    waits = p.total(lambda f: task_index(f) is not None and f[task_index(f)].startswith("task:c") and
+                    await_leaf(f) is not None)
+    check(waits > 0, "no waiting churned task sampled")
+    print("%s; %d samples of churned tasks waiting; unreadable=%s" % (r.out.strip(), waits, p.meta.get("unreadable")))
+
+
+def test_aiohttp_async_routes(ctx):
+    """PYAGENT_ASYNC=1 on a real asyncio server, 3.11+: Debian sid's aiohttp (as
+    aiohttp_tasks) with two routes, /burn (20 ms of CPU in burn_route()) and /nap (20 ms in
+    asyncio.sleep in nap_route()), loaded at once (4 clients on each, 25 requests each):
+    every sample of either route is under a request's task:Task-N frame on the loop's thread,
+    /nap's waiting ones end in <await sleep> right under nap_route(), and /burn's share of
+    the two routes' samples is its share of the handlers' measured wall time (task-time:
+    concurrent naps add up) within 2 points plus three standard deviations."""
+    pythons_sh = os.path.join(PROGRAMS, "..", "..", "..", "scripts", "pythons.sh")
+    dist = subprocess.run([pythons_sh, "--aiohttp"], capture_output=True, text=True)
+    check(dist.returncode == 0, "no aiohttp from sid: %s" % dist.stderr[-2000:])
+    port = free_port()
+    prog = Started(ctx, ["async_routes.py", "aiohttp", str(port), "truth.json"],
+                   env={"PYTHONPATH": dist.stdout.strip(), "PYAGENT_MODE": "wall", "PYAGENT_ASYNC": "1",
+                        "PYAGENT_RATE": "250"})
+    try:
+        load_routes("http://127.0.0.1:%d/" % port, prog.p)
+        prog.finish()
+    finally:
+        prog.kill()
+    check_route_split(Run(0, "", "", prog.cwd).profile(), json.load(open(os.path.join(prog.cwd, "truth.json"))))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
                       "no_python_dlopen", "forked_child_cpu",
@@ -1918,7 +2151,9 @@ SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
           # these run on the twins too (tests/CMakeLists.txt, PYAGENT_TEST_TWINS).
           "native_frames": "per-build", "whole_life": "per-build",
           "subinterpreter_churn": "since-3.12", "aiohttp_tasks": "since-3.11",
-          "dump_task": "since-3.11"}
+          "dump_task": "since-3.11", "dump_async": "since-3.11", "top_tasks_in_tmux": "since-3.11",
+          "async_task_split": "since-3.11", "async_tasks_cap": "since-3.11",
+          "aiohttp_async_routes": "since-3.11", "async_task_churn": "since-3.11"}
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",

@@ -27,7 +27,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "uploader"))  # test_upload
-from harness import PROGRAMS, Context, Failure, Run, check, free_port, load, run_case  # noqa: E402
+from harness import (PROGRAMS, Context, Failure, Run, check, check_route_split, free_port, load,  # noqa: E402
+                     load_routes, run_case)
 from test_upload import Collector, folded_stacks  # noqa: E402
 
 APP = "servers"
@@ -232,6 +233,27 @@ def collector_stacks(ctx, selector):
 def burn_total(stacks, fn):
     """Samples of the folded stacks with fn in them."""
     return sum(c for stack, c in stacks.items() if has_frame(fn)(stack.split(";")))
+
+
+def test_fastapi_async_routes(ctx):
+    """FastAPI under uvicorn (Debian's python3-fastapi and python3-uvicorn, uvicorn's asyncio
+    loop) with PYAGENT_ASYNC=1 in wall mode: two routes of known cost, /burn (20 ms of CPU)
+    and /nap (20 ms in asyncio.sleep), loaded at once, 4 clients x 25 requests each: every
+    sample of either route's handler is under the task uvicorn runs its request in
+    (task:Task-N, on the loop's thread), /nap's waiting samples end in <await sleep> right
+    under nap_route(), and /burn's share of the two routes' samples is its share of the
+    handlers' measured wall time within 2 points plus three standard deviations."""
+    check(subprocess.run([ctx.python, "-c", "import fastapi, uvicorn"], capture_output=True).returncode == 0,
+          "needs Debian's python3-fastapi and python3-uvicorn (scripts/deps.sh --test)")
+    port, cwd = free_port(), ctx.workdir()
+    truth = os.path.join(cwd, "truth.json")
+    serve(ctx, [ctx.python, os.path.join(PROGRAMS, "async_routes.py"), "fastapi", str(port), truth], port, cwd,
+          env={"PYAGENT_MODE": "wall", "PYAGENT_ASYNC": "1"},
+          drive=lambda server: load_routes("http://127.0.0.1:%d/" % port, server))
+    profs = Run(0, "", "", cwd).profiles()
+    check(len(profs) == 1, "expected one profile, found %d" % len(profs))
+    import json
+    check_route_split(next(iter(profs.values())), json.load(open(truth)))
 
 
 def test_flask_route_labels(ctx):

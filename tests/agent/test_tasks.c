@@ -1,7 +1,8 @@
 /* test_tasks.c: task:NAME frames from name objects (agent/tasks.c), on objects laid out as
  * CPython 3.14 lays out str and int objects: a name is named as Task.get_name() gives it,
  * equal names share a table entry, names are cut and escaped as frame names are, and a full
- * table gives task:<other>. The walk itself is tested on real programs (test_agent.py). */
+ * table gives task:<other>; ints are read as 3.11 and 3.12+ lay them out (pa_py_uint). The
+ * walk itself is tested on real programs (test_agent.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -154,6 +155,39 @@ static void default_names(void **state) {
     assert_string_equal(name_of((uintptr_t)a.b, buf, sizeof buf), "task:<other>");
 }
 
+/* pa_py_uint (a loop's _thread_id, a default name's counter): 3.12+'s lv_tag and 3.11's
+ * ob_size, up to three 30-bit digits (a pthread id is a 64-bit address); beyond 2^64,
+ * negative numbers and other types are refused. */
+static void ints(void **state) {
+    (void)state;
+    struct obj a;
+    unsigned long long v;
+    const uint64_t values[] = {0, 7, (1ull << 30) + 1, 0x7f3d08cf8ec0ull, 0xffffffffffffffffull};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        assert_true(pa_py_uint(&py, make_int(&a, values[i]), &v));
+        assert_true(v == values[i]);
+    }
+    /* 3.11: ob_size is the digit count, negative for a negative number. */
+    struct pa_python py311 = py;
+    py311.minor = 11;
+    uintptr_t o = make_int(&a, 0x7f3d08cf8ec0ull);
+    put_word(&a, 16, 2);
+    assert_true(pa_py_uint(&py311, o, &v) && v == 0x7f3d08cf8ec0ull);
+    put_word(&a, 16, (uint64_t)-2);
+    assert_false(pa_py_uint(&py311, o, &v));
+    /* 3.12+: a negative number (sign bits 2), 2^64 and beyond, not an int. */
+    o = make_int(&a, 5);
+    put_word(&a, 16, 1u << 3 | 2);
+    assert_false(pa_py_uint(&py, o, &v));
+    o = make_int(&a, 0);
+    put_word(&a, 16, 3u << 3);
+    uint32_t d = 16; /* the third digit holds bits 60-89: 2^64 */
+    memcpy(a.b + 32, &d, 4);
+    assert_false(pa_py_uint(&py, o, &v));
+    put_word(&a, 8, (uintptr_t)other_type);
+    assert_false(pa_py_uint(&py, o, &v));
+}
+
 /* Last: it fills the process's table. */
 static void full_table(void **state) {
     (void)state;
@@ -180,8 +214,11 @@ static void full_table(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(str_names),          cmocka_unit_test(non_ascii_names),
-        cmocka_unit_test(long_names_are_cut), cmocka_unit_test(default_names),
+        cmocka_unit_test(str_names),
+        cmocka_unit_test(non_ascii_names),
+        cmocka_unit_test(long_names_are_cut),
+        cmocka_unit_test(default_names),
+        cmocka_unit_test(ints),
         cmocka_unit_test(full_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

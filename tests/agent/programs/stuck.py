@@ -12,6 +12,10 @@ its mode says until its stdin ends (or it is killed).
                        (/proc/self/fd), its thread count and the number a new open() gets
     stuck.py task      asyncio: the main thread's loop runs a task named stuck-task whose
                        coroutine blocks in time.sleep (until killed)
+    stuck.py tasks     asyncio: task "holder" holds an asyncio.Lock and sleeps, "locked-out"
+                       waits for the lock, "burner" burns CPU in task_burn() between
+                       asyncio.sleep(0)s, and the main task waits for stdin's line (read in
+                       the loop's executor)
 Lines the test looks for end in a marker comment."""
 import ctypes
 import os
@@ -62,6 +66,39 @@ async def run_task():
     await asyncio.create_task(stuck_task(), name="stuck-task")
 
 
+async def tasks_holder(lock, held):
+    async with lock:
+        held.set()
+        await asyncio.sleep(3600)  # HOLDER
+
+
+async def tasks_locked(lock):
+    async with lock:  # LOCKED
+        pass
+
+
+def task_burn():
+    n = 0
+    for i in range(100000): n += i  # TASKBURN
+
+
+async def tasks_burner():
+    while True:
+        task_burn()
+        await asyncio.sleep(0)
+
+
+async def run_tasks():
+    lock, held = asyncio.Lock(), asyncio.Event()
+    tasks = [asyncio.create_task(tasks_holder(lock, held), name="holder")]
+    await held.wait()
+    tasks.append(asyncio.create_task(tasks_locked(lock), name="locked-out"))
+    tasks.append(asyncio.create_task(tasks_burner(), name="burner"))
+    await asyncio.sleep(0.5)
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+
 def start(name, fn):
     threading.Thread(target=fn, name=name, daemon=True).start()
 
@@ -80,6 +117,10 @@ elif mode == "fds":
 if mode == "task":
     import asyncio
     asyncio.run(run_task())
+if mode == "tasks":
+    import asyncio
+    asyncio.run(run_tasks())
+    sys.exit(0)
 time.sleep(0.5)  # every thread is where it stays
 print("ready", flush=True)
 if mode == "gil":

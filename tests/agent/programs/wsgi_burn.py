@@ -4,8 +4,8 @@ code is, rather than the clock's own system calls."""
 import time
 
 
-def app_burn():
-    end = time.thread_time() + 0.02
+def app_burn(seconds=0.02):
+    end = time.thread_time() + seconds
     n = 0
     while time.thread_time() < end:
         for _ in range(1000):
