@@ -318,18 +318,20 @@ static void expect_same_walks(void) {
     }
 }
 
-/* Frames of three shapes: a frame pointer (CFA from rbp), none (CFA from rsp at an offset the
- * prologue moves), and a variable-size frame (alloca: rbp again, whatever the flags). */
+/* Frames of three shapes: a frame pointer (CFA from rbp; __builtin_frame_address asks for one),
+ * none where the build omits them (CFA from rsp at an offset the prologue moves), and a
+ * variable-size frame (alloca: rbp again, whatever the flags). */
 static __attribute__((noinline)) void mixed_recursion(int depth);
 
-static __attribute__((noinline, optimize("no-omit-frame-pointer"))) void with_fp(int depth) {
+static __attribute__((noinline)) void with_fp(int depth) {
     volatile char buf[40];
+    sink += (int)((uintptr_t)__builtin_frame_address(0) & 1); /* makes the compiler set rbp up */
     buf[depth % 40] = (char)depth;
     mixed_recursion(depth - 1);
     sink += buf[depth % 40];
 }
 
-static __attribute__((noinline, optimize("omit-frame-pointer"))) void without_fp(int depth) {
+static __attribute__((noinline)) void without_fp(int depth) {
     volatile char buf[300];
     buf[depth % 300] = (char)depth;
     mixed_recursion(depth - 1);
