@@ -667,7 +667,12 @@ void pa_native_set_unwinder(int which) {
 }
 
 void pa_native_code_unloaded(void) {
-    atomic_fetch_add(&step_generation, 1);
+    uint32_t gen = atomic_fetch_add(&step_generation, 1) + 1;
+    /* Tags keep 15 bits of the generation: before a number comes back, every slot is
+     * emptied (a reader that meets a slot emptied under it reads a miss: the seqlock). */
+    if ((gen & 0x7fff) == 0 && step_table)
+        for (int i = 0; i < STEP_SLOTS; i++)
+            atomic_store_explicit(&step_table[i].tag, 0, memory_order_release);
     unw_flush_cache(unw_local_addr_space, 0, 0); /* libunwind's own per-address caches */
 }
 

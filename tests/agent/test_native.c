@@ -421,6 +421,22 @@ static void test_step_cache_learns_again_after_code_was_unloaded(void **state) {
     assert_true(c[3].learned_steps - c[2].learned_steps >= 10);
 }
 
+/* Tags hold 15 bits of the generation: 32,768 unloads later the numbers come back, and the
+ * table must hold nothing from before by then. */
+static void test_step_cache_forgets_everything_when_the_generation_wraps(void **state) {
+    (void)state;
+    install_handler(on_prof_compare);
+    recurse_30();
+    struct pa_native_counts before, after;
+    pa_native_get_counts(&before);
+    for (int i = 0; i < 0x8000; i++)
+        pa_native_code_unloaded();
+    recurse_30();
+    expect_same_walks();
+    pa_native_get_counts(&after);
+    assert_true(after.learned_steps - before.learned_steps >= 10);
+}
+
 static int teardown(void **state) {
     (void)state;
     signal(SIGPROF, SIG_IGN);
@@ -444,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_step_cache_walks_as_libunwind_through_every_frame_shape),
         cmocka_unit_test(test_step_cache_walks_as_libunwind_through_a_library_callback),
         cmocka_unit_test(test_step_cache_learns_again_after_code_was_unloaded),
+        cmocka_unit_test(test_step_cache_forgets_everything_when_the_generation_wraps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
