@@ -79,7 +79,8 @@ int pa_native_in_eval(uintptr_t ip);
  * min(max, PA_NATIVE_MAX_FRAMES). Return addresses (all but the first) are stored minus one,
  * so that they fall inside the call instruction: right for symbols and for range checks.
  * Returns 0 while the thread holds the dynamic loader's lock (see native.c), or before
- * pa_native_init found it. */
+ * pa_native_init found it. The frames are libunwind's, whichever unwinder runs (below): the
+ * step cache only replays rules libunwind gave. */
 int pa_native_backtrace(void *ucontext, uintptr_t *ips, int max);
 
 /* How pa_native_backtrace unwinds (PYAGENT_NATIVE_UNWIND): with the step cache, libunwind

@@ -33,8 +33,8 @@ __attribute__((noinline)) unsigned long helper_recurse(int depth, unsigned long 
                                                        unsigned long (*cb)(unsigned long)) {
     volatile char buf[BUF];
     memset((char *)buf, depth, sizeof buf);
-    unsigned long r = depth <= 0 ? (cb ? cb(iters) : helper_spin(iters))
-                                 : helper_recurse(depth - 1, iters, cb);
+    unsigned long r =
+        depth <= 0 ? (cb ? cb(iters) : helper_spin(iters)) : helper_recurse(depth - 1, iters, cb);
     helper_sink += buf[depth % BUF];
     return r + 1;
 }
