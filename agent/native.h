@@ -79,8 +79,30 @@ int pa_native_in_eval(uintptr_t ip);
  * min(max, PA_NATIVE_MAX_FRAMES). Return addresses (all but the first) are stored minus one,
  * so that they fall inside the call instruction: right for symbols and for range checks.
  * Returns 0 while the thread holds the dynamic loader's lock (see native.c), or before
- * pa_native_init found it. */
+ * pa_native_init found it. The frames are libunwind's, whichever unwinder runs (below): the
+ * step cache only replays rules libunwind gave. */
 int pa_native_backtrace(void *ucontext, uintptr_t *ips, int max);
+
+/* How pa_native_backtrace unwinds (PYAGENT_NATIVE_UNWIND): with the step cache, libunwind
+ * only for addresses whose rule the cache cannot hold (the default); with libunwind for every
+ * frame; or both, keeping libunwind's frames and counting the samples where the two differ
+ * (a check for tests and benchmarks). */
+enum pa_native_unwinder { PA_NATIVE_CACHED, PA_NATIVE_LIBUNWIND, PA_NATIVE_CHECK };
+void pa_native_set_unwinder(int which);
+
+/* Normal context, after a library may have been unmapped (dlclose): rules learned for its
+ * addresses are forgotten, as are libunwind's own caches, since another object may be mapped
+ * at the same addresses. */
+void pa_native_code_unloaded(void);
+
+struct pa_native_counts {
+    uint64_t cached_steps;    /* frames unwound with a rule from the cache */
+    uint64_t learned_steps;   /* rules learned (each with four probe steps of libunwind) */
+    uint64_t libunwind_walks; /* samples unwound by libunwind: an address of its own on the stack */
+    uint64_t checked;         /* PA_NATIVE_CHECK: samples unwound both ways */
+    uint64_t mismatched;      /* ... where the two walks' frames differed */
+};
+void pa_native_get_counts(struct pa_native_counts *c);
 
 /* Signal-safe, pure. Splices native addresses (leaf first) with the walker's Python frames
  * (leaf first, runs ended by PA_SYN_ENTRY) into out[] (leaf first): an address outside the

@@ -48,6 +48,25 @@ int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
     return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+static void populate(void *p, size_t bytes) {
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    if (p && bytes)
+        (void)madvise(p, bytes, MADV_POPULATE_WRITE);
+}
+
+void pa_table_prefault(struct pa_table *t, uint32_t frames, int slots) {
+    populate(t->frames,
+             (size_t)(frames < t->frames_cap ? frames : t->frames_cap) * sizeof *t->frames);
+    if (slots) {
+        populate(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
+        populate(t->used, ((size_t)t->mask + 1) * sizeof *t->used);
+    }
+}
+
 void pa_table_destroy(struct pa_table *t) {
     if (t->slots)
         munmap(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);

@@ -53,6 +53,12 @@ struct pa_table {
  * entries (0: no time log). 0 or -1. */
 int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap, uint32_t times_cap);
 void pa_table_destroy(struct pa_table *t);
+/* Normal context, with handlers running: makes the frame store's first `frames` entries, and
+ * with `slots` the whole slot array and its claim list, present and writable
+ * (MADV_POPULATE_WRITE: contents untouched, so a handler writing there meanwhile loses
+ * nothing), so that handlers do not take their first-touch page faults. Where the kernel
+ * lacks it (before 5.14) nothing happens. */
+void pa_table_prefault(struct pa_table *t, uint32_t frames, int slots);
 
 /* Signal-safe, lock-free. Counts one sample of `frames` (leaf first) on `thread`; returns its
  * slot, or -1 when the sample had to be dropped (counted in t->dropped). */

@@ -221,6 +221,20 @@ void pa_config_read(struct pa_config *cfg) {
             pa_log(PA_LOG_ERROR, "PYAGENT_TIMER=\"%.64s\" is not auto, perf or cpu; using auto", v);
     }
 
+    cfg->native_unwind = 0;
+    v = env("PYAGENT_NATIVE_UNWIND");
+    if (v) {
+        if (!strcmp(v, "libunwind"))
+            cfg->native_unwind = 1;
+        else if (!strcmp(v, "check"))
+            cfg->native_unwind = 2;
+        else if (strcmp(v, "cached"))
+            pa_log(
+                PA_LOG_ERROR,
+                "PYAGENT_NATIVE_UNWIND=\"%.64s\" is not cached, libunwind or check; using cached",
+                v);
+    }
+
     cfg->dump = PA_DUMP_AUTO;
     v = env("PYAGENT_DUMP");
     if (v) {

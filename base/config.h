@@ -30,6 +30,7 @@ struct pa_config {
     unsigned fault_every; /* PYAGENT_FAULT_INJECT (fault-injection builds only) */
     int timer_want;       /* PYAGENT_TIMER: enum pa_timer_want (auto, perf, cpu) */
     int native;           /* PYAGENT_NATIVE */
+    int native_unwind;    /* PYAGENT_NATIVE_UNWIND: 0 cached, 1 libunwind, 2 check (native.h) */
     int opcodes;          /* PYAGENT_OPCODES: each Python frame's instruction (3.11+) */
     unsigned bucket_ms;   /* PYAGENT_TIME_BUCKET_MS: time buckets' width, 0 = no time */
     int dump;             /* PYAGENT_DUMP: enum pa_dump_want */

@@ -331,6 +331,9 @@ static void fork_child(void) {
 static void set_up_native(void) {
     uintptr_t lo;
     size_t size;
+    pa_native_set_unwinder(cfg.native_unwind == 1   ? PA_NATIVE_LIBUNWIND
+                           : cfg.native_unwind == 2 ? PA_NATIVE_CHECK
+                                                    : PA_NATIVE_CACHED);
     if (pa_native_prime() != 0 || pa_native_init() != 0) {
         pa_log(PA_LOG_ERROR, "PYAGENT_NATIVE=1: cannot set up native unwinding safely here "
                              "(loader lock or evaluation loop not found); Python frames only");
@@ -574,8 +577,12 @@ static int may_unload_python(void *h) {
 PA_EXPORT int dlclose(void *h) {
     if (!real_dlclose)
         *(void **)&real_dlclose = next_sym("dlclose");
-    if (!atomic_load(&late) || atomic_load(&unloaded) || !may_unload_python(h))
-        return real_dlclose(h);
+    if (!atomic_load(&late) || atomic_load(&unloaded) || !may_unload_python(h)) {
+        int r = real_dlclose(h);
+        if (cfg.native && atomic_load(&active))
+            pa_native_code_unloaded(); /* another object may come at the same addresses */
+        return r;
+    }
     pa_py_set_gone(1);
     pa_sampler_wait_readers(); /* the tick thread may be reading it (threads blocking SIGPROF) */
     int r = real_dlclose(h);

@@ -301,6 +301,9 @@ static uint32_t used_index(const uint32_t *used, uint32_t n, uint32_t slot) {
 void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
+    /* The table now filling gets the frame store's pages the last interval needed, twice
+     * over, before handlers reach them: no first-touch page faults in the handler. */
+    pa_table_prefault(atomic_load(&ts->active), 2 * atomic_load(&t->frames_used), 0);
     uint32_t ids[520];
     py_live = python_runs();
     /* Only the slots claimed are read, in slot order as a scan of the table would: a short
@@ -464,6 +467,20 @@ static int write_local(int final, int quiet) {
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
     pa_profile_set_meta(total, "handler_hist", st.handler_hist);
     pa_profile_set_meta(total, "timer", st.timer);
+    if (cfg->native) {
+        /* How the native frames were unwound (docs/formats.md, architecture.md). */
+        static const char *const unwinders[] = {"cached", "libunwind", "check"};
+        struct pa_native_counts nc;
+        pa_native_get_counts(&nc);
+        pa_profile_set_meta(total, "native_unwind", unwinders[cfg->native_unwind % 3]);
+        set_meta_u64("native_steps_cached", nc.cached_steps);
+        set_meta_u64("native_steps_learned", nc.learned_steps);
+        set_meta_u64("native_walks_libunwind", nc.libunwind_walks);
+        if (cfg->native_unwind == 2) {
+            set_meta_u64("native_checked", nc.checked);
+            set_meta_u64("native_mismatched", nc.mismatched);
+        }
+    }
     /* What the samples are measured over, and the timers' signals per second of it
      * (docs/formats.md). */
     double cpu_s = (double)st.cpu_ns / 1e9;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The agent's cost on real applications from Debian's packages (issue 16).
 
-  python3 bench/realapps/run.py [--rounds N] [--apps LIST] [--quick] [--no-peers]
-                                [--json FILE] [--lib build/release/lib/libpyagent.so]
+  python3 bench/realapps/run.py [--rounds N] [--apps LIST] [--configs WORDS] [--quick]
+                                [--no-peers] [--json FILE] [--lib build/release/lib/libpyagent.so]
 
 Applications (--apps, comma-separated; default all):
   flask   gunicorn (sync worker, -w 1) serving a Flask + Jinja2 app (flaskapp.py) under wrk
@@ -31,7 +31,9 @@ with the most samples; median over rounds) and handler_hist summed over every pr
 round.
 
 Configurations: pyagent at 100 Hz, 250 Hz, 1 kHz (perf task-clock past the tick) and 250 Hz
-with native frames, on Debian's python3.11; Austin (sid's, scripts/pythons.sh --austin) at
+with native frames (the step cache, and libunwind for every frame as before it), on Debian's
+python3.11 (--configs picks by name: `--apps numpy,pandas --configs "250 Hz" --no-peers` is
+native mode's comparison); Austin (sid's, scripts/pythons.sh --austin) at
 250 Hz and 1 kHz with -s (on-CPU samples only) and -C (children), launching the program;
 and, on sid's python3.15 with Debian's dist-packages on PYTHONPATH, for the applications
 whose packages import there, pyagent and CPython's `profiling.sampling` (--mode cpu, with
@@ -293,8 +295,9 @@ APPS = [Flask, Sphinx, Mypy, Black, Numpy, Pandas, Loop]
 # Configurations: how a program is started under each profiler
 
 class Config:
-    def __init__(self, name, python, rate=None, native=False, peer=None):
+    def __init__(self, name, python, rate=None, native=False, peer=None, unwind=None):
         self.name, self.python, self.rate, self.native, self.peer = name, python, rate, native, peer
+        self.unwind = unwind  # PYAGENT_NATIVE_UNWIND (None: the default, the step cache)
 
     def wrap(self, app, argv, run_dir):
         """The command line and extra environment of one run of argv under this profiler."""
@@ -303,6 +306,8 @@ class Config:
             env = {"LD_PRELOAD": LIB, "PYAGENT_RATE": str(self.rate), "PYAGENT_OUTPUT": os.path.join(run_dir, "p.%p.folded")}
             if self.native:
                 env["PYAGENT_NATIVE"] = "1"
+            if self.unwind:
+                env["PYAGENT_NATIVE_UNWIND"] = self.unwind
         if self.peer == "austin":
             argv = [AUSTIN, "-s", "-i", str(1000000 // self.rate)] + (["-C"] if app.forks else []) + \
                    ["-o", os.path.join(run_dir, "austin.txt")] + argv
@@ -315,7 +320,9 @@ class Config:
 
 def configs(peers):
     c = [Config("pyagent 100 Hz", PY311, 100), Config("pyagent 250 Hz", PY311, 250),
-         Config("pyagent 1 kHz", PY311, 1000), Config("pyagent 250 Hz native", PY311, 250, native=True)]
+         Config("pyagent 1 kHz", PY311, 1000), Config("pyagent 250 Hz native", PY311, 250, native=True),
+         # libunwind for every frame, as before the step cache (architecture.md, item 5)
+         Config("pyagent 250 Hz native, libunwind only", PY311, 250, native=True, unwind="libunwind")]
     if peers and AUSTIN:
         c += [Config("austin 250 Hz", PY311, 250, peer="austin"), Config("austin 1 kHz", PY311, 1000, peer="austin")]
     if peers and os.path.exists(PY315):
@@ -633,6 +640,9 @@ def main():
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "release", "lib", "libpyagent.so"))
     ap.add_argument("--seconds", type=int, default=None, help="wrk window for flask (default 8; 3 with --quick)")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--configs", default=None,
+                    help="only the configurations whose name contains one of these comma-separated words "
+                         "(e.g. native); the A/A pair always runs")
     ap.add_argument("--json")
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
@@ -660,6 +670,8 @@ def main():
         app.prepare(work)
         cs = [c for c in configs(not args.no_peers) if not app.configs_only or
               (c.name in app.configs_only and c.python == PY311)]
+        if args.configs:
+            cs = [c for c in cs if any(w in c.name for w in args.configs.split(","))]
         if any(c.python == PY315 for c in cs) and app.only_311:
             meta["notes"].append("%s: no python3.15 rows (%s)" % (app.name, app.only_311))
             cs = [c for c in cs if c.python != PY315]

@@ -439,6 +439,35 @@ def test_native_frames(ctx):
     check(p.total(has_frame("py_work")) > 0, "Python frames missing")
 
 
+def test_native_unwind(ctx):
+    """PYAGENT_NATIVE_UNWIND=check unwinds every sample twice, with the step cache and with
+    libunwind alone: the frames are the same on deep C recursion through a helper library, a
+    ctypes callback into Python, libc's qsort calling a Python comparator, numpy (where it is
+    installed), and after the helper was unloaded and its other variant, whose instructions
+    need other unwind rules, loaded in its place."""
+    libdir = os.path.dirname(ctx.lib)
+    a, b = (os.path.join(libdir, "libpa_native_helper_%s.so" % v) for v in "ab")
+    r = ctx.run(["native_unwind.py", a, b], env={"PYAGENT_NATIVE": "1", "PYAGENT_RATE": "1000",
+                                                 "PYAGENT_NATIVE_UNWIND": "check"})
+    check(r.rc == 0 and "helper b: spun" in r.out, "native_unwind.py failed: %s" % r.err[-2000:])
+    p = r.profile()
+    check(p.meta.get("native_unwind") == "check", "header %r" % p.meta)
+    checked, mismatched, cached, learned = (int(p.meta[k]) for k in (
+        "native_checked", "native_mismatched", "native_steps_cached", "native_steps_learned"))
+    check(checked >= 200, "only %d samples unwound both ways" % checked)
+    check(mismatched == 0, "%d of %d samples unwound differently" % (mismatched, checked))
+    check(cached > learned > 0, "steps from the cache %d, learned %d" % (cached, learned))
+    for fn in ("python_work", "qsort_python_comparator"):
+        check(p.total(has_frame(fn)) > 0, "no samples in %s" % fn)
+    native = lambda name: lambda fr: any(f.startswith(name + " [libpa_native_helper") for f in fr)  # noqa: E731
+    check(p.total(native("helper_spin")) > 0, "no samples in helper_spin")
+    deep = [fr for fr, _ in p.stacks if sum(f.startswith("helper_recurse ") for f in fr) >= 40]
+    check(deep, "no stack with 40 helper_recurse frames")
+    print("native_unwind: %d samples checked, %d steps cached, %d learned, %d by libunwind; %s" % (
+        checked, cached, learned, int(p.meta["native_walks_libunwind"]),
+        [line for line in r.out.splitlines() if line.startswith("reloaded")]))
+
+
 def test_wall_mode(ctx):
     """PYAGENT_MODE=wall: a sleeping function's share matches its wall time; CPU mode
     shows none of it."""
@@ -2149,7 +2178,7 @@ PYTHON_INDEPENDENT = {"not_python", "unsupported_builds", "launcher_usage",
 SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
           # How the interpreter is built and linked matters here, not only its structures:
           # these run on the twins too (tests/CMakeLists.txt, PYAGENT_TEST_TWINS).
-          "native_frames": "per-build", "whole_life": "per-build",
+          "native_frames": "per-build", "native_unwind": "per-build", "whole_life": "per-build",
           "subinterpreter_churn": "since-3.12", "aiohttp_tasks": "since-3.11",
           "dump_task": "since-3.11", "dump_async": "since-3.11", "top_tasks_in_tmux": "since-3.11",
           "async_task_split": "since-3.11", "async_tasks_cap": "since-3.11",

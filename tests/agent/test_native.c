@@ -12,6 +12,7 @@
 
 #include <link.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -166,10 +167,10 @@ __attribute__((noinline)) int _PyEval_EvalFrameDefault(void *tstate, void *frame
     return throwflag;
 }
 
-static void install_handler(void) {
+static void install_handler(void (*fn)(int, siginfo_t *, void *)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_prof;
+    sa.sa_sigaction = fn;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     assert_int_equal(sigaction(SIGPROF, &sa, NULL), 0);
@@ -186,7 +187,7 @@ static int find_symbol(const char *name) {
 
 static void test_backtrace_in_handler_holds_the_interrupted_function(void **state) {
     (void)state;
-    install_handler();
+    install_handler(on_prof);
     got_n = -1;
     pa_test_interrupted_function();
     assert_true(got_n >= 3);
@@ -210,7 +211,7 @@ static void test_backtrace_is_bounded(void **state) {
     (void)state;
     uintptr_t ips[2];
     assert_int_equal(pa_native_backtrace(NULL, ips, 2), 0);
-    install_handler();
+    install_handler(on_prof);
     want_max = 2;
     got_n = -1;
     pa_test_interrupted_function();
@@ -233,7 +234,7 @@ static int signal_inside_loader(struct dl_phdr_info *info, size_t size, void *ar
 
 static void test_no_unwinding_inside_the_loader(void **state) {
     (void)state;
-    install_handler();
+    install_handler(on_prof);
     got_n = -1;
     dl_iterate_phdr(signal_inside_loader, NULL);
     assert_int_equal(got_n, 0);
@@ -248,7 +249,7 @@ static void test_eval_loop_on_the_real_stack_becomes_python_frames(void **state)
     uintptr_t eval = (uintptr_t)_PyEval_EvalFrameDefault;
     assert_true(pa_native_in_eval(eval));
     assert_false(pa_native_in_eval((uintptr_t)pa_test_interrupted_function));
-    install_handler();
+    install_handler(on_prof);
     got_n = -1;
     assert_int_equal(_PyEval_EvalFrameDefault(NULL, NULL, 5), 5);
     assert_true(got_n >= 3);
@@ -276,6 +277,166 @@ static void test_eval_loop_on_the_real_stack_becomes_python_frames(void **state)
     assert_int_equal(out[n - 1].id, 50);
 }
 
+/* ---- the step cache against libunwind ------------------------------------------------------ */
+
+/* Each signal is unwound by libunwind alone, then three times with the step cache: the first
+ * learns the return addresses' rules (the leaf is only marked seen), the second the leaf's,
+ * the third finds every rule learned. All four must give the same frames. */
+enum { ROUNDS = 4 };
+static uintptr_t cmp_ips[ROUNDS][PA_NATIVE_MAX_FRAMES];
+static volatile int cmp_n[ROUNDS];
+
+static void on_prof_compare(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)si;
+    pa_native_set_unwinder(PA_NATIVE_LIBUNWIND);
+    cmp_n[0] = pa_native_backtrace(uc, cmp_ips[0], PA_NATIVE_MAX_FRAMES);
+    pa_native_set_unwinder(PA_NATIVE_CACHED);
+    for (int r = 1; r < ROUNDS; r++)
+        cmp_n[r] = pa_native_backtrace(uc, cmp_ips[r], PA_NATIVE_MAX_FRAMES);
+}
+
+static int symbol_count(const char *name) {
+    int k = 0;
+    for (int i = 0; i < cmp_n[0]; i++) {
+        struct pa_symbol s;
+        if (pa_symbols_resolve(cmp_ips[0][i], &s) == 0 && !strcmp(s.name, name))
+            k++;
+    }
+    return k;
+}
+
+static void expect_same_walks(void) {
+    assert_true(cmp_n[0] >= 3);
+    for (int r = 1; r < ROUNDS; r++) {
+        if (cmp_n[r] != cmp_n[0])
+            fail_msg("walk %d: %d frames, libunwind %d", r, cmp_n[r], cmp_n[0]);
+        for (int i = 0; i < cmp_n[0]; i++)
+            if (cmp_ips[r][i] != cmp_ips[0][i])
+                fail_msg("walk %d, frame %d: %#lx, libunwind %#lx", r, i,
+                         (unsigned long)cmp_ips[r][i], (unsigned long)cmp_ips[0][i]);
+    }
+}
+
+/* Frames of three shapes: a frame pointer (CFA from rbp; __builtin_frame_address asks for one),
+ * none where the build omits them (CFA from rsp at an offset the prologue moves), and a
+ * variable-size frame (alloca: rbp again, whatever the flags). */
+static __attribute__((noinline)) void mixed_recursion(int depth);
+
+static __attribute__((noinline)) void with_fp(int depth) {
+    volatile char buf[40];
+    sink += (int)((uintptr_t)__builtin_frame_address(0) & 1); /* makes the compiler set rbp up */
+    buf[depth % 40] = (char)depth;
+    mixed_recursion(depth - 1);
+    sink += buf[depth % 40];
+}
+
+static __attribute__((noinline)) void without_fp(int depth) {
+    volatile char buf[300];
+    buf[depth % 300] = (char)depth;
+    mixed_recursion(depth - 1);
+    sink += buf[depth % 300];
+}
+
+static __attribute__((noinline)) void with_alloca(int depth) {
+    volatile char *buf = __builtin_alloca((size_t)(16 + depth * 8));
+    buf[0] = (char)depth;
+    mixed_recursion(depth - 1);
+    sink += buf[0];
+}
+
+static __attribute__((noinline)) void mixed_recursion(int depth) {
+    if (depth <= 0)
+        pa_test_interrupted_function();
+    else if (depth % 3 == 0)
+        with_fp(depth);
+    else if (depth % 3 == 1)
+        without_fp(depth);
+    else
+        with_alloca(depth);
+    sink++;
+}
+
+static void test_step_cache_walks_as_libunwind_through_every_frame_shape(void **state) {
+    (void)state;
+    install_handler(on_prof_compare);
+    struct pa_native_counts before, after;
+    pa_native_get_counts(&before);
+    mixed_recursion(60);
+    expect_same_walks();
+    assert_true(symbol_count("with_fp") == 20 && symbol_count("without_fp") == 20 &&
+                symbol_count("with_alloca") == 20);
+    pa_native_get_counts(&after);
+    assert_true(after.learned_steps > before.learned_steps);
+    assert_true(after.cached_steps - before.cached_steps >= 60); /* the third walk at least */
+    assert_int_equal(after.libunwind_walks, before.libunwind_walks);
+}
+
+/* libc's qsort calling back into this program: frames of another object, learned alike. */
+static int cmp_calls;
+
+static int compare_and_signal(const void *a, const void *b) {
+    if (++cmp_calls == 50)
+        pa_test_interrupted_function();
+    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+static void test_step_cache_walks_as_libunwind_through_a_library_callback(void **state) {
+    (void)state;
+    install_handler(on_prof_compare);
+    int v[200];
+    for (int i = 0; i < 200; i++)
+        v[i] = (i * 7919) % 200;
+    cmp_calls = 0;
+    cmp_n[0] = -1;
+    qsort(v, 200, sizeof *v, compare_and_signal);
+    expect_same_walks();
+    assert_true(symbol_count("compare_and_signal") == 1);
+}
+
+/* After a library was unloaded, rules are learned again (another object may be mapped at the
+ * same addresses) and the walks still agree. One call site, so that a second call's frames
+ * are all known. */
+static __attribute__((noinline)) void recurse_30(void) {
+    mixed_recursion(30);
+    sink++;
+}
+
+static void test_step_cache_learns_again_after_code_was_unloaded(void **state) {
+    (void)state;
+    install_handler(on_prof_compare);
+    struct pa_native_counts c[4];
+    for (int i = 0; i < 3; i++) {
+        pa_native_get_counts(&c[i]);
+        if (i == 2)
+            pa_native_code_unloaded();
+        recurse_30();
+        expect_same_walks();
+    }
+    pa_native_get_counts(&c[3]);
+    /* Known the second time: all but, where the compiler unrolled the loop, its call site. */
+    assert_true(c[2].learned_steps - c[1].learned_steps <= 1);
+    /* After the unload, every distinct address again: the three frame shapes' call sites,
+     * the recursion's, this test's and cmocka's (17 here). */
+    assert_true(c[3].learned_steps - c[2].learned_steps >= 10);
+}
+
+/* Tags hold 15 bits of the generation: 32,768 unloads later the numbers come back, and the
+ * table must hold nothing from before by then. */
+static void test_step_cache_forgets_everything_when_the_generation_wraps(void **state) {
+    (void)state;
+    install_handler(on_prof_compare);
+    recurse_30();
+    struct pa_native_counts before, after;
+    pa_native_get_counts(&before);
+    for (int i = 0; i < 0x8000; i++)
+        pa_native_code_unloaded();
+    recurse_30();
+    expect_same_walks();
+    pa_native_get_counts(&after);
+    assert_true(after.learned_steps - before.learned_steps >= 10);
+}
+
 static int teardown(void **state) {
     (void)state;
     signal(SIGPROF, SIG_IGN);
@@ -296,6 +457,10 @@ int main(void) {
         cmocka_unit_test(test_backtrace_is_bounded),
         cmocka_unit_test(test_no_unwinding_inside_the_loader),
         cmocka_unit_test(test_eval_loop_on_the_real_stack_becomes_python_frames),
+        cmocka_unit_test(test_step_cache_walks_as_libunwind_through_every_frame_shape),
+        cmocka_unit_test(test_step_cache_walks_as_libunwind_through_a_library_callback),
+        cmocka_unit_test(test_step_cache_learns_again_after_code_was_unloaded),
+        cmocka_unit_test(test_step_cache_forgets_everything_when_the_generation_wraps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

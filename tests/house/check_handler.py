@@ -73,6 +73,7 @@ ALLOWED = {
     "_ULx86_64_init_local2": "libunwind: signal-safe local unwinding",
     "_ULx86_64_step": "libunwind: signal-safe local unwinding",
     "_ULx86_64_get_reg": "libunwind: signal-safe local unwinding",
+    "_ULx86_64_get_proc_info": "libunwind: the FDE search unw_step does (step cache probes)",
     "unw_backtrace": "libunwind: signal-safe local unwinding",
 }
 
