@@ -329,6 +329,7 @@ void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const c
 }
 
 /* ---- combining metadata ---- */
+
 /* thread_states (pa_profile_add_thread_states) */
 
 struct thread_entry {
@@ -354,14 +355,27 @@ static int read_thread_entry(const char *s, const char **end, struct thread_entr
     return 1;
 }
 
-static size_t read_thread_entries(const char *value, struct thread_entry **out, size_t n) {
+/* At most this many threads are kept: a merge compares every name with every other, which a
+ * hostile header must not make quadratic in its length. More are left out. */
+enum { THREAD_STATES_MAX = 4096 };
+
+/* Appends e to (*v)[*n], room for THREAD_STATES_MAX; 0 when full. */
+static int push_thread_entry(struct thread_entry **v, size_t *n, const struct thread_entry *e) {
+    if (*n == THREAD_STATES_MAX)
+        return 0;
+    if (*n == 0 || (*n >= 8 && (*n & (*n - 1)) == 0)) /* full: double */
+        *v = pa_xrealloc(*v, (*n ? 2 * *n : 8) * sizeof **v);
+    (*v)[(*n)++] = *e;
+    return 1;
+}
+
+static size_t read_thread_entries(const char *value, struct thread_entry **out) {
+    size_t n = 0;
     for (const char *s = value; s && *s;) {
         const char *end;
         struct thread_entry e;
-        if (read_thread_entry(s, &end, &e)) {
-            *out = pa_xrealloc(*out, (n + 1) * sizeof **out);
-            (*out)[n++] = e;
-        }
+        if (read_thread_entry(s, &end, &e) && !push_thread_entry(out, &n, &e))
+            break;
         s = *end ? end + 1 : NULL;
     }
     return n;
@@ -371,16 +385,15 @@ void pa_profile_add_thread_states(pa_profile *p, const char *value) {
     const char *old = pa_profile_meta(p, "thread_states");
     char *kept = old ? pa_xstrndup(old, strlen(old)) : NULL; /* set_meta frees old */
     struct thread_entry *have = NULL, *add = NULL;
-    size_t nhave = kept ? read_thread_entries(kept, &have, 0) : 0;
-    size_t nadd = read_thread_entries(value, &add, 0);
+    size_t nhave = kept ? read_thread_entries(kept, &have) : 0;
+    size_t nadd = read_thread_entries(value, &add);
     for (size_t i = 0; i < nadd; i++) {
         size_t j = 0;
         while (j < nhave &&
                (have[j].len != add[i].len || memcmp(have[j].name, add[i].name, add[i].len) != 0))
             j++;
         if (j == nhave) {
-            have = pa_xrealloc(have, (nhave + 1) * sizeof *have);
-            have[nhave++] = add[i];
+            push_thread_entry(&have, &nhave, &add[i]);
         } else {
             for (int k = 0; k < PA_THREAD_STATE_COUNTS; k++)
                 have[j].n[k] += add[i].n[k];

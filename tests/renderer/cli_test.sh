@@ -206,6 +206,11 @@ thread_states)
     grep -qF '"thread_states":"20:0:0:5:0:MainThread;14:13:3:0:1:pool a:b%20;3:0:0:0:0:Late"' "$T/m.html" ||
         fail "report's thread_states: $(grep -o '"thread_states":"[^"]*"' "$T/m.html")"
     grep -q 'id="thread-states"' "$T/m.html" || fail "no per-thread table in the report"
+    # A hostile header's thread count is bounded (4,096 threads kept, the rest left out).
+    { printf '# pyagent 1 rate=250 thread_states='; seq 5000 | awk '{printf "%s1:0:0:0:0:t%d", (NR > 1 ? ";" : ""), $1}'; printf '\nthread:t1;f (/app/a.py:1) 1\n'; } >"$T/many.folded"
+    "$RENDER" export "$T/many.folded" "$T/many.folded" -o "$T/many2.folded" || fail "merge of many threads"
+    n=$(head -1 "$T/many2.folded" | sed 's/.*thread_states=//; s/ .*//' | tr ';' '\n' | grep -c '^2:0:0:0:0:t')
+    [ "$n" = 4096 ] || fail "$n threads kept of 5,000 (want 4,096, each counted twice)"
     # A profile of before thread_states still renders, with the process's counts only.
     printf '# pyagent 1 rate=250 mode=cpu gil_held=3 gil_released=1 exception=1\nthread:A;f (/app/a.py:1) 4\n' >"$T/old.folded"
     "$RENDER" flamegraph "$T/old.folded" -o "$T/old.html" || fail "old profile"
