@@ -551,8 +551,10 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
                 : other->syscall_nr >= 0 ? waiting_state(py, ts, other->syscall_nr, other->arg0)
                                          : 0;
     /* Waiting for the GIL is the leaf in CPU mode too: the CPU time of taking it over
-     * (docs/modes.md). */
-    if (state == PA_SYN_GIL_WAIT)
+     * (docs/modes.md). A wall-mode leaf counts as waiting only for a thread off the GIL (its
+     * holder may wait for the structure's mutex on its way to drop it), so that gil_wait
+     * stays part of gil_released. */
+    if (state == PA_SYN_GIL_WAIT && !(counts->state & PA_THREAD_GIL))
         counts->state |= PA_THREAD_GIL_WAIT;
     else if (counts->state & PA_THREAD_GIL_WAIT)
         state = PA_SYN_GIL_WAIT;
