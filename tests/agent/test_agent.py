@@ -395,7 +395,8 @@ def test_thread_states(ctx):
 def test_thread_states_wall_mode(ctx):
     """PYAGENT_MODE=wall: the same counts; a sleeping second thread adds samples with the GIL
     released and no exception, so the shares are of the two threads' samples together, and
-    the sleeper's are at most the run's wall time in samples."""
+    the sleeper's are at most the run's wall time in samples. Per thread (thread_states): the
+    sleeper's own counts are at least 90% released and hold no exception."""
     rate = 500
     r = ctx.run(["thread_states.py", "truth.json", "1.5", "sleeper"],
                 env={"PYAGENT_RATE": str(rate), "PYAGENT_MODE": "wall"})
@@ -405,7 +406,16 @@ def test_thread_states_wall_mode(ctx):
     held, released, exc = (int(p.meta[k]) for k in ("gil_held", "gil_released", "exception"))
     check(held > 0 and released > held and 0 < exc < held,
           "held %d, released %d, exception %d" % (held, released, exc))
-    print("wall: held %d, released %d, exception %d of %s samples" % (held, released, exc, p.meta["samples"]))
+    # Per thread (the tick thread counts in the sleeper's own counters): the sleeper is off
+    # the GIL nearly always and never handles an exception; the threads add up to the whole.
+    per = thread_states(p)
+    sleeper = per.get("Sleeper", {})
+    check(sleeper.get("released", 0) >= 0.9 * (sleeper.get("held", 0) + sleeper.get("released", 0)) > 0
+          and sleeper.get("handling") == 0, "Sleeper's counts %r" % per)
+    check(sum(t["held"] for t in per.values()) <= held and sum(t["released"] for t in per.values()) <= released,
+          "threads %r, process held %d released %d" % (per, held, released))
+    print("wall: held %d, released %d, exception %d of %s samples; per thread %r"
+          % (held, released, exc, p.meta["samples"], per))
 
 
 def thread_states(p):
