@@ -250,6 +250,8 @@ void pa_sampler_get_stats(struct pa_sampler_stats *st) {
     st->gil_held = hc.gil_held;
     st->gil_released = hc.gil_released;
     st->exception = hc.exception;
+    st->gil_wait = hc.gil_wait;
+    st->raising = hc.raising;
     st->handler_p50_ns = hc.p50_ns;
     st->handler_p99_ns = hc.p99_ns;
     memcpy(st->handler_hist, hc.hist, sizeof st->handler_hist);

@@ -35,6 +35,7 @@ static _Atomic unsigned inject_counter;
 #endif
 
 static __thread uintptr_t cached_tstate __attribute__((tls_model("initial-exec")));
+__thread int pa_walk_tid __attribute__((tls_model("initial-exec")));
 
 /* Bounds on the lists walked without their locks: an interpreter or thread state may be
  * unlinked and freed while we read, so a list can end early or loop. */
@@ -254,10 +255,73 @@ static int handling_exception(const struct pa_python *py, uintptr_t ts) {
     return 0;
 }
 
+/* Is an exception being raised on the thread, not yet caught (PyErr_Occurred)? From the raise
+ * (or the C call that set the error) to the except block that takes it, the unwinding of
+ * every frame between them included. Under the caller's guard. */
+static int raising_exception(const struct pa_python *py, uintptr_t ts) {
+    unsigned off = py->layout.ts_raising;
+    return off && PA_READ(uintptr_t, ts + off) != 0;
+}
+
+/* Where the interrupted thread stands as to system calls (x86-64): PA_SC_AT a `syscall`
+ * instruction to be restarted (rax holds the call number again, SA_RESTART), PA_SC_AFTER one
+ * (rax its result, -EINTR for a wait the signal ended), else PA_SC_NONE. *arg0 is rdi, the
+ * call's first argument, which the kernel keeps. */
+enum { PA_SC_NONE, PA_SC_AT, PA_SC_AFTER };
+static int syscall_site(const void *ucv, long *rax, uintptr_t *arg0) {
+#if defined(__x86_64__)
+    const ucontext_t *uc = ucv;
+    uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    if (ip < 4096)
+        return PA_SC_NONE;
+    *rax = (long)uc->uc_mcontext.gregs[REG_RAX];
+    *arg0 = (uintptr_t)uc->uc_mcontext.gregs[REG_RDI];
+    if (PA_READ(uint16_t, ip) == 0x050f)
+        return PA_SC_AT;
+    return PA_READ(uint16_t, ip - 2) == 0x050f ? PA_SC_AFTER : PA_SC_NONE;
+#else
+    (void)ucv;
+    (void)rax;
+    (void)arg0;
+    return PA_SC_NONE;
+#endif
+}
+
+/* Is the thread, which does not hold the GIL, waiting for it? What take_gil does (every GIL
+ * build): it locks the GIL's mutex, and while the GIL is locked waits on its condition
+ * variable in 5 ms slices (the switch interval), asking the holder to drop it after the
+ * first; a dropping holder may then wait on the structure's switch condition until another
+ * thread took it. The waits are futex calls on words of the GIL's structure, and the mutex
+ * is the thread's own between a wake-up and the GIL taken or the next wait. So, by the
+ * version: 3.15's thread state says it (gil_requested, set across take_gil's wait, what
+ * CPython's own profiler reads); on every version, the thread owns the GIL's mutex (its
+ * owner tid, glibc's layout), or is in, interrupted in or just back from a futex call on the
+ * GIL's structure (the signal's registers; uc NULL: another thread's walk, which has only the
+ * flag). A free-threaded build has no GIL to wait for. Under the caller's guard. */
+static int waiting_for_gil(const struct pa_python *py, uintptr_t ts, const void *uc) {
+    const struct pa_layout *l = &py->layout;
+    if (l->ts_attached)
+        return 0;
+    if (l->ts_gil_requested && PA_READ(int, ts + l->ts_gil_requested))
+        return 1;
+    uintptr_t gil = uc ? gil_of(py, ts) : 0;
+    if (!gil)
+        return 0;
+    if (l->gil_mutex && pa_walk_tid &&
+        PA_READ(int, gil + l->gil_mutex + 2 * sizeof(int)) == pa_walk_tid)
+        return 1;
+    long rax = 0;
+    uintptr_t arg0 = 0;
+    int site = syscall_site(uc, &rax, &arg0);
+    return (site == PA_SC_AFTER || (site == PA_SC_AT && rax == SYS_futex)) && arg0 >= gil &&
+           arg0 < gil + 512;
+}
+
 /* PA_THREAD_* bits of a Python thread's state, under a guard of its own: a read that faults
  * (a thread state being torn down, in a sub-interpreter's end say) loses only these bits, not
- * the walk's stack (the caller's guard is restored). */
-static unsigned state_bits(const struct pa_python *py, uintptr_t ts) {
+ * the walk's stack (the caller's guard is restored). uc: the signal's context when the walk is
+ * of the interrupted thread itself, else NULL. */
+static unsigned state_bits(const struct pa_python *py, uintptr_t ts, const void *uc) {
     sigjmp_buf env;
     sigjmp_buf *volatile prev = pa_guard_env;
     pa_guard_env = &env;
@@ -265,8 +329,11 @@ static unsigned state_bits(const struct pa_python *py, uintptr_t ts) {
         pa_guard_env = prev;
         return PA_THREAD_PYTHON;
     }
-    unsigned bits = PA_THREAD_PYTHON | (holds_gil(py, ts) ? PA_THREAD_GIL : 0) |
-                    (handling_exception(py, ts) ? PA_THREAD_EXCEPTION : 0);
+    int held = holds_gil(py, ts);
+    unsigned bits = PA_THREAD_PYTHON | (held ? PA_THREAD_GIL : 0) |
+                    (!held && waiting_for_gil(py, ts, uc) ? PA_THREAD_GIL_WAIT : 0) |
+                    (handling_exception(py, ts) ? PA_THREAD_EXCEPTION : 0) |
+                    (raising_exception(py, ts) ? PA_THREAD_RAISING : 0);
     pa_guard_env = prev;
     return bits;
 }
@@ -289,27 +356,16 @@ static uint32_t waiting_state(const struct pa_python *py, uintptr_t ts, long nr,
     return PA_SYN_IDLE;
 }
 
-static uint32_t thread_state(const struct pa_python *py, uintptr_t ts, void *ucv) {
-#if defined(__x86_64__)
-    const ucontext_t *uc = ucv;
-    uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    if (ip < 4096)
-        return 0;
-    long rax = (long)uc->uc_mcontext.gregs[REG_RAX];
-    int at = PA_READ(uint16_t, ip) == 0x050f;
-    int interrupted = !at && rax == -EINTR && PA_READ(uint16_t, ip - 2) == 0x050f;
-    if (!at && !interrupted)
+static uint32_t thread_state(const struct pa_python *py, uintptr_t ts, void *uc) {
+    long rax = 0;
+    uintptr_t arg0 = 0;
+    int site = syscall_site(uc, &rax, &arg0);
+    if (site == PA_SC_NONE || (site == PA_SC_AFTER && rax != -EINTR))
         return 0; /* running */
     /* A timed futex wait (the GIL's, every 5 ms interval) is not restarted but returns
      * EINTR: the call number is gone then (-1: unknown), but rdi, its first argument, is
      * kept. */
-    return waiting_state(py, ts, at ? rax : -1, (uintptr_t)uc->uc_mcontext.gregs[REG_RDI]);
-#else
-    (void)py;
-    (void)ts;
-    (void)ucv;
-    return 0;
-#endif
+    return waiting_state(py, ts, site == PA_SC_AT ? rax : -1, arg0);
 }
 
 int pa_thread_is_python(const struct pa_python *py, unsigned long pthread) {
@@ -515,27 +571,33 @@ static int walk(const struct pa_python *py, struct pa_frame *out, int max,
     span_id = span.id;
     span_name = span.name;
     const int room = max - (interp_id > 0 && max > 1) - (labels != 0) - (span.id ? 2 : 0);
-    if (mode != PA_WALK_CPU) {
-        if (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts))) {
-            pa_guard_env = 0;
-            return 0;
-        }
-        if (mode == PA_WALK_WALL) {
-            uint32_t state = !other ? thread_state(py, ts, uc)
-                             : other->syscall_nr >= 0
-                                 ? waiting_state(py, ts, other->syscall_nr, other->arg0)
-                                 : 0;
-            if (state) {
-                out[depth].id = state;
-                out[depth].line = 0;
-                out[depth].instr = 0;
-                depth++;
-            }
-        }
+    if (mode != PA_WALK_CPU && (!ts || (mode == PA_WALK_GIL && !holds_gil(py, ts)))) {
+        pa_guard_env = 0;
+        return 0;
     }
-    /* The thread's state, for the header's counts only: the stack is the same either way. */
+    /* The thread's state, for the header's counts (the registers say more of the interrupted
+     * thread itself in CPU mode; wall mode's leaf says it there). */
     if (ts)
-        counts->state = state_bits(py, ts);
+        counts->state = state_bits(py, ts, mode == PA_WALK_CPU && !other ? uc : NULL);
+    uint32_t state = 0;
+    if (mode == PA_WALK_WALL)
+        state = !other                   ? thread_state(py, ts, uc)
+                : other->syscall_nr >= 0 ? waiting_state(py, ts, other->syscall_nr, other->arg0)
+                                         : 0;
+    /* Waiting for the GIL is the leaf in CPU mode too: the CPU time of taking it over
+     * (docs/modes.md). A wall-mode leaf counts as waiting only for a thread off the GIL (its
+     * holder may wait for the structure's mutex on its way to drop it), so that gil_wait
+     * stays part of gil_released. */
+    if (state == PA_SYN_GIL_WAIT && !(counts->state & PA_THREAD_GIL))
+        counts->state |= PA_THREAD_GIL_WAIT;
+    else if (counts->state & PA_THREAD_GIL_WAIT)
+        state = PA_SYN_GIL_WAIT;
+    if (state) {
+        out[depth].id = state;
+        out[depth].line = 0;
+        out[depth].instr = 0;
+        depth++;
+    }
     /* A running thread inside a collection: <GC> is the leaf, under the frame whose
      * allocation (or evaluation-loop check) started it. A waiting thread keeps its state; a
      * stack of one slot keeps it for <truncated>. */

@@ -36,7 +36,25 @@ enum pa_thread_state {
     PA_THREAD_PYTHON = 1,    /* it has a Python thread state (the bits below are read) */
     PA_THREAD_GIL = 2,       /* it holds the GIL of its interpreter */
     PA_THREAD_EXCEPTION = 4, /* it is handling an exception (an except or finally block) */
+    PA_THREAD_GIL_WAIT = 8,  /* it waits for the GIL (take_gil), not holding it */
+    PA_THREAD_RAISING = 16,  /* an exception is being raised on it, not yet caught */
 };
+
+/* What the header counts of each thread's samples (pa_thread_ctl.states, docs/formats.md):
+ * with the GIL held, released (waiting included), waiting for it, handling an exception,
+ * raising one. */
+enum pa_state_count {
+    PA_COUNT_HELD,
+    PA_COUNT_RELEASED,
+    PA_COUNT_GIL_WAIT,
+    PA_COUNT_HANDLING,
+    PA_COUNT_RAISING,
+    PA_COUNT_N
+};
+
+/* The calling thread's kernel tid, set in normal context when it registers (0: unknown). The
+ * walk compares it with the GIL mutex's owner. */
+extern __thread int pa_walk_tid __attribute__((tls_model("initial-exec")));
 
 /* What a sample is of (PYAGENT_MODE). */
 enum pa_walk_mode {

@@ -38,9 +38,9 @@ _Atomic int pa_handler_running;
 __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t n_signals, n_unreadable, n_truncated, n_foreign;
-/* Samples (weighted as counted) of Python threads holding the GIL, not holding it, and
- * handling an exception (pa_handler_add_state). */
-static _Atomic uint64_t n_gil_held, n_gil_released, n_exception;
+/* Samples (weighted as counted) of Python threads holding the GIL, not holding it, waiting
+ * for it, handling an exception and raising one (pa_handler_add_state). */
+static _Atomic uint64_t n_state[PA_COUNT_N];
 static _Atomic uint32_t hist[HIST_N], loghist[LOG_N];
 
 /* What the program installed for SIGPROF while ours is the real handler. */
@@ -175,9 +175,11 @@ void pa_handler_get_counts(struct pa_handler_counts *c) {
     c->unreadable = atomic_load(&n_unreadable);
     c->truncated = atomic_load(&n_truncated);
     c->foreign = atomic_load(&n_foreign);
-    c->gil_held = atomic_load(&n_gil_held);
-    c->gil_released = atomic_load(&n_gil_released);
-    c->exception = atomic_load(&n_exception);
+    c->gil_held = atomic_load(&n_state[PA_COUNT_HELD]);
+    c->gil_released = atomic_load(&n_state[PA_COUNT_RELEASED]);
+    c->gil_wait = atomic_load(&n_state[PA_COUNT_GIL_WAIT]);
+    c->exception = atomic_load(&n_state[PA_COUNT_HANDLING]);
+    c->raising = atomic_load(&n_state[PA_COUNT_RAISING]);
     uint32_t h[HIST_N];
     for (int i = 0; i < HIST_N; i++)
         h[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
@@ -202,20 +204,29 @@ void pa_handler_add_counts(unsigned long unreadable, unsigned long truncated) {
         atomic_fetch_add_explicit(&n_truncated, truncated, memory_order_relaxed);
 }
 
-void pa_handler_add_state(unsigned state, uint64_t weight) {
+void pa_handler_add_state(struct pa_thread_ctl *c, unsigned state, uint64_t weight) {
     if (!(state & PA_THREAD_PYTHON))
         return;
-    atomic_fetch_add_explicit(state & PA_THREAD_GIL ? &n_gil_held : &n_gil_released, weight,
-                              memory_order_relaxed);
-    if (state & PA_THREAD_EXCEPTION)
-        atomic_fetch_add_explicit(&n_exception, weight, memory_order_relaxed);
+    const int which[PA_COUNT_N] = {
+        [PA_COUNT_HELD] = (state & PA_THREAD_GIL) != 0,
+        [PA_COUNT_RELEASED] = !(state & PA_THREAD_GIL),
+        [PA_COUNT_GIL_WAIT] = (state & PA_THREAD_GIL_WAIT) != 0,
+        [PA_COUNT_HANDLING] = (state & PA_THREAD_EXCEPTION) != 0,
+        [PA_COUNT_RAISING] = (state & PA_THREAD_RAISING) != 0,
+    };
+    for (int k = 0; k < PA_COUNT_N; k++) {
+        if (!which[k])
+            continue;
+        atomic_fetch_add_explicit(&n_state[k], weight, memory_order_relaxed);
+        if (c)
+            atomic_fetch_add_explicit(&c->states[k], weight, memory_order_relaxed);
+    }
 }
 
 void pa_handler_fork_child(void) {
     atomic_store(&n_signals, 0);
-    atomic_store(&n_gil_held, 0);
-    atomic_store(&n_gil_released, 0);
-    atomic_store(&n_exception, 0);
+    for (int k = 0; k < PA_COUNT_N; k++)
+        atomic_store(&n_state[k], 0);
     atomic_store(&n_unreadable, 0);
     atomic_store(&n_truncated, 0);
     atomic_store(&n_foreign, 0);
@@ -417,7 +428,7 @@ static __attribute__((noinline)) void walk_and_count(void *uc, uint64_t weight, 
         depth = splice_native(uc, frames, depth);
     pa_handler_count(pa_handler_serial, frames, (uint32_t)depth, weight);
     pa_handler_add_counts(counts.unreadable, counts.truncated);
-    pa_handler_add_state(counts.state, weight);
+    pa_handler_add_state(pa_ctl_self, counts.state, weight);
     hist_add(pa_mono_ns() - t0);
 }
 

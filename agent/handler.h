@@ -72,8 +72,9 @@ struct pa_handler_counts {
     uint64_t unreadable; /* frames that could not be read */
     uint64_t truncated;  /* stacks cut at max_depth */
     uint64_t foreign;    /* SIGPROFs that were not ours, passed to the program */
-    /* Samples of Python threads holding the GIL, not holding it, handling an exception */
-    uint64_t gil_held, gil_released, exception;
+    /* Samples of Python threads holding the GIL, not holding it, waiting for it, handling
+     * an exception, raising one */
+    uint64_t gil_held, gil_released, gil_wait, exception, raising;
     uint64_t p50_ns, p99_ns;
     /* Handler time as quarter-octave buckets: "FLOOR_NS:COUNT,..." (non-empty ones). */
     char hist[1600];
@@ -82,8 +83,10 @@ void pa_handler_get_counts(struct pa_handler_counts *c);
 /* Frames counted from outside the handler (wall mode's tick thread). */
 void pa_handler_add_counts(unsigned long unreadable, unsigned long truncated);
 /* Signal-safe: a sample of this weight was of a thread in this state (PA_THREAD_* bits of
- * pa_walk_counts.state; nothing counted without PA_THREAD_PYTHON). */
-void pa_handler_add_state(unsigned state, uint64_t weight);
+ * pa_walk_counts.state; nothing counted without PA_THREAD_PYTHON): the process's counts, and
+ * the thread's own in its control block c (NULL: none). */
+struct pa_thread_ctl;
+void pa_handler_add_state(struct pa_thread_ctl *c, unsigned state, uint64_t weight);
 /* In a forked child: the parent's counts are not the child's. */
 void pa_handler_fork_child(void);
 

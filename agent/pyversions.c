@@ -128,9 +128,9 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
      * item, not the pointer to the top one, a generator's while it runs), nor is state (a
      * free-threaded build's attachment): the table's offsets stand where the published thread-state
      * offsets agree with the table's, else the exception share is not measured (a build whose
-     * thread state differs). */
+     * thread state differs). current_exception is not published either: the same rule. */
     if (d[l->dbg.ts_frame] != l->ts_frame || d[l->dbg.ts_status] != l->ts_status)
-        l->ts_exc_info = l->ts_context = l->ts_attached = 0; /* and labels' context */
+        l->ts_exc_info = l->ts_raising = l->ts_context = l->ts_attached = 0; /* and labels' */
 #define TAKE(field) l->field = (unsigned)d[l->dbg.field]
     TAKE(rt_finalizing);
     TAKE(rt_interpreters_head);
@@ -160,9 +160,17 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     TAKE(is_modules);
     if (l->dbg.gen_iframe) /* 3.14+ */
         TAKE(gen_iframe);
+    if (l->dbg.ts_gil_requested) /* 3.15+ */
+        TAKE(ts_gil_requested);
     /* The GIL's fields are published relative to the interpreter's own embedded GIL. */
-    l->gil_locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]);
-    l->gil_holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
+    unsigned locked = (unsigned)(d[l->dbg.gil_locked] - d[l->dbg.gil_struct]),
+             holder = (unsigned)(d[l->dbg.gil_holder] - d[l->dbg.gil_struct]);
+    /* The mutex is not published: the table's offset stands while the published fields of
+     * the GIL's structure are where the table has them. */
+    if (locked != l->gil_locked || holder != l->gil_holder)
+        l->gil_mutex = 0;
+    l->gil_locked = locked;
+    l->gil_holder = holder;
     /* The collector's flag is published as its offset in struct _gc_runtime_state, which
      * sits at interpreter_state.gc. */
     l->gc_collecting = (unsigned)(d[l->dbg.is_gc] + d[l->dbg.gc_collecting]);

@@ -43,6 +43,9 @@ struct pa_layout {
     unsigned u_state, u_length, u_ascii_size, u_compact_size;
     unsigned b_size, b_sval;
     unsigned gil_via_interp, gil_off, gil_locked, gil_holder;
+    /* The GIL structure's mutex (a glibc pthread_mutex_t, whose owner's tid is its third int);
+     * 0: not read. */
+    unsigned gil_mutex;
     unsigned fr_is_entry; /* 3.11 only: _PyInterpreterFrame.is_entry */
     /* The cyclic collector's "collecting" flag (an int): at _PyRuntime + gc_collecting on
      * 3.8, at the interpreter + gc_collecting from 3.9 on (gc_via_interp). */
@@ -50,6 +53,11 @@ struct pa_layout {
     /* The exception being handled: PyThreadState.exc_info (a _PyErr_StackItem *), and in an
      * item its exception (exc_type up to 3.10, exc_value from 3.11) and previous_item. */
     unsigned ts_exc_info, ei_value, ei_previous;
+    /* The exception being raised and not yet caught: PyThreadState.current_exception
+     * (3.12+) or curexc_type (3.8-3.11), NULL when none. 0: not read. */
+    unsigned ts_raising;
+    /* 3.15+: PyThreadState.gil_requested, set while take_gil waits; 0: not there. */
+    unsigned ts_gil_requested;
     /* Labels (agent/labels.c): PyThreadState.context (the current PyContext, or NULL),
      * PyContext.ctx_vars (its HAMT of variables) and PyHamtObject.h_root. 0: not read. */
     unsigned ts_context, ctx_vars, hamt_root;
@@ -81,7 +89,7 @@ struct pa_layout {
             fr_back, fr_code, fr_lasti_or_instr, fr_owner, co_filename, co_name, co_qualname,
             co_linetable, co_firstlineno, co_code_adaptive, u_state, u_length, u_ascii_size,
             gil_off, gil_struct, gil_locked, gil_holder, is_id, ts_status, is_gc, gc_collecting,
-            gen_iframe, is_modules;
+            gen_iframe, is_modules, ts_gil_requested;
     } dbg;
 };
 

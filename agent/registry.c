@@ -165,6 +165,7 @@ void pa_sampler_thread_begin(void) {
     r->has_clock = pthread_getcpuclockid(r->pthread, &r->cpu_clock) == 0;
     r->alive = 1;
     pa_handler_serial = r->serial;
+    pa_walk_tid = r->tid;
     /* In wall mode a thread gets a timer once it has a Python thread state (reconcile). */
     if (atomic_load(&pa_handler_running) && pa_handler_config()->mode != PA_WALK_WALL &&
         pa_reg_arm(r) != 0)
@@ -243,6 +244,19 @@ void pa_threads_name(uint32_t serial, char *buf, size_t len) {
         snprintf(buf, len, "unknown thread");
 }
 
+size_t pa_threads_take_states(struct pa_thread_states *out, size_t max) {
+    pthread_mutex_lock(&pa_reg_lock);
+    size_t n = pa_reg_n;
+    for (size_t i = 0; i < n && i < max; i++) {
+        struct pa_thread_ctl *c = pa_reg_recs[i].ctl;
+        out[i].serial = pa_reg_recs[i].serial;
+        for (int k = 0; k < PA_COUNT_N; k++)
+            out[i].n[k] = c ? atomic_exchange(&c->states[k], 0) : 0;
+    }
+    pthread_mutex_unlock(&pa_reg_lock);
+    return n;
+}
+
 void pa_threads_prune(void) {
     pthread_mutex_lock(&pa_reg_lock);
     size_t w = 0;
@@ -278,12 +292,14 @@ void pa_reg_fork_child(void) {
                 pa_timer_forget(&c->timer);
             atomic_store(&c->armed, 0);
             atomic_store(&c->users, 0);
+            for (int k = 0; k < PA_COUNT_N; k++) /* the parent's samples, not the child's */
+                atomic_store(&c->states[k], 0);
         }
         if (!keep && c && c == pa_ctl_self) {
             struct pa_thread_rec mine = pa_reg_recs[i];
             pa_reg_recs[i] = pa_reg_recs[0];
             pa_reg_recs[0] = mine;
-            pa_reg_recs[0].tid = (pid_t)syscall(SYS_gettid);
+            pa_reg_recs[0].tid = pa_walk_tid = (pid_t)syscall(SYS_gettid);
             pa_reg_recs[0].has_clock =
                 pthread_getcpuclockid(self, &pa_reg_recs[0].cpu_clock) == 0; /* by tid */
             keep = 1;

@@ -36,8 +36,9 @@ struct pa_sampler_stats {
     uint64_t truncated;       /* stacks cut at max_depth */
     uint64_t foreign;         /* SIGPROFs that were not ours, passed to the program */
     uint64_t code_cache_full; /* frames unnamed because the code cache was full */
-    /* Samples of Python threads holding the GIL, not holding it, handling an exception */
-    uint64_t gil_held, gil_released, exception;
+    /* Samples of Python threads holding the GIL, not holding it, waiting for it, handling an
+     * exception, raising one */
+    uint64_t gil_held, gil_released, gil_wait, exception, raising;
     uint64_t handler_p50_ns; /* handler time, from a histogram of every sample */
     uint64_t handler_p99_ns;
     char handler_hist[1600]; /* "FLOOR_NS:COUNT,..." quarter-octave buckets (formats.md) */
@@ -116,6 +117,15 @@ int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out,
 int pa_sampler_tasks_now(void (*each)(void *arg, unsigned long pthread,
                                       const struct pa_frame *frames, int depth, int running),
                          void *arg);
+/* Each registered thread's state counts (enum pa_state_count) added since the last call, taken
+ * (a thread's come back at 0): up to max entries (none taken with max 0); returns how many
+ * threads there are. Call it before
+ * pa_threads_prune, so that a thread's last counts are taken before it is forgotten. */
+struct pa_thread_states {
+    uint32_t serial;
+    uint64_t n[PA_COUNT_N];
+};
+size_t pa_threads_take_states(struct pa_thread_states *out, size_t max);
 /* Forgets threads that died before the last drained snapshot. */
 void pa_threads_prune(void);
 

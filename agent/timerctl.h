@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "frames.h"
 #include "timers.h"
 
 /* Lives apart from the registry's array (which moves when it grows) as long as the thread. */
@@ -28,6 +29,9 @@ struct pa_thread_ctl {
      * (exchange -> OWN), weighing from there: each stretch of CPU time is counted once, by
      * whichever side holds it (docs/architecture.md, "Threads that block SIGPROF"). */
     _Atomic uint64_t counted_to;
+    /* The thread's samples by state (enum pa_state_count), weighted as counted: added by its
+     * handler and the tick thread, taken by the writer of profiles (pa_threads_take_states). */
+    _Atomic uint64_t states[PA_COUNT_N];
 };
 #define PA_CTL_OWN UINT64_MAX
 

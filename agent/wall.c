@@ -76,7 +76,7 @@ static void count_off_cpu(struct pa_thread_rec *r, uint64_t weight) {
         return;
     pa_handler_count(r->serial, frames, (uint32_t)depth, weight);
     pa_handler_add_counts(counts.unreadable, counts.truncated);
-    pa_handler_add_state(counts.state, weight);
+    pa_handler_add_state(r->ctl, counts.state, weight);
 }
 
 /* ---- threads that block SIGPROF ---------------------------------------------------------- */
@@ -127,7 +127,7 @@ static void count_blocked(void) {
             continue;
         pa_handler_count(r->serial, frames, (uint32_t)depth, n > 1000 ? 1000 : n);
         pa_handler_add_counts(counts.unreadable, counts.truncated);
-        pa_handler_add_state(counts.state, n > 1000 ? 1000 : n);
+        pa_handler_add_state(c, counts.state, n > 1000 ? 1000 : n);
     }
 }
 

@@ -9,6 +9,10 @@
                                                       half inside the cyclic garbage collector)
   bench/agent_overhead.py --compare-lib OLD.so --asyncio (the same on five asyncio tasks: on
                                                       3.14+ every sample names its task)
+  bench/agent_overhead.py --compare-lib OLD.so --threads (the same on four threads, one with
+                                                      the GIL released, one raising, one handling)
+  bench/agent_overhead.py --compare-lib OLD.so --fight (the same on four threads fighting for
+                                                      the GIL)
   bench/agent_overhead.py --peers [--rounds N]       (1 kHz, 10 kHz, native; CPython 3.15's
                                                       profiling.sampling and Austin, same run)
 
@@ -115,10 +119,16 @@ def handler_cost(py, lib, depths, runs, tmp, seconds=3.0):
 def special_argv(py, workload, tmp, seconds):
     """The command line of a named workload from tests/agent/programs: "gc", the <GC> test's
     (reference cycles, about half the samples inside collections); "asyncio", the task test's
-    (five tasks on one loop: nearly every sample under a task:NAME frame)."""
+    (five tasks on one loop: nearly every sample under a task:NAME frame); "threads" and
+    "fight", the per-thread state tests' (thread_shares.py: four threads, of which one mostly
+    with the GIL released, one raising, one handling; or four threads fighting for the GIL),
+    each thread seconds / 2 of CPU."""
     progs = os.path.join(ROOT, "tests", "agent", "programs")
     if workload == "gc":
         return [py, os.path.join(progs, "gc_share.py"), os.path.join(tmp, "gc.json"), str(seconds), "cycles", "alone"]
+    if workload in ("threads", "fight"):
+        return ([py, os.path.join(progs, "thread_shares.py"), os.path.join(tmp, "shares.json"), str(seconds / 2)]
+                + (["fight"] if workload == "fight" else []))
     return [py, os.path.join(progs, "asyncio_tasks.py"), os.path.join(tmp, "tasks.json"), str(seconds)]
 
 
@@ -235,6 +245,8 @@ def main():
     ap.add_argument("--compare-lib", help="a second build's libpyagent.so: handler cost and +CPU of both, alternating")
     ap.add_argument("--gc", action="store_true", help="with --compare-lib: the garbage collector's workload")
     ap.add_argument("--asyncio", action="store_true", help="with --compare-lib: the asyncio tasks' workload")
+    ap.add_argument("--threads", action="store_true", help="with --compare-lib: four threads in four states")
+    ap.add_argument("--fight", action="store_true", help="with --compare-lib: four threads fighting for the GIL")
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -257,7 +269,8 @@ def main():
                                                  (statistics.median(vals) - 1) * 100))
     elif a.compare_lib:
         libs = [os.path.abspath(a.compare_lib), lib]
-        workload = "gc" if a.gc else "asyncio" if a.asyncio else None
+        workload = ("gc" if a.gc else "asyncio" if a.asyncio else "threads" if a.threads
+                    else "fight" if a.fight else None)
         depths = [0] if workload else [10, 30, 100]
         result["compare"] = handler_compare(a.python, libs, depths, a.handler_runs, tmp, 2.0 if workload else 3.0,
                                             workload)
@@ -272,10 +285,11 @@ def main():
                     workload or x["depth"], name, statistics.median(x["p50s"]) / 1000, min(x["p50s"]) / 1000,
                     max(x["p50s"]) / 1000, statistics.median(x["p99s"]) / 1000,
                     min(x["p99s"]) / 1000, max(x["p99s"]) / 1000))
-        result["compare_cpu"] = cpu_compare(a.python, libs, a.rounds, tmp)
-        print("\n%d alternating rounds per workload; +CPU against the same run without the agent\n" % a.rounds)
-        print("| workload | rate | build | +CPU: median (range) |")
-        print("|---|---|---|---|")
+        result["compare_cpu"] = cpu_compare(a.python, libs, a.rounds, tmp) if a.rounds > 0 else []
+        if a.rounds > 0:  # --rounds 0: the handler's cost alone
+            print("\n%d alternating rounds per workload; +CPU against the same run without the agent\n" % a.rounds)
+            print("| workload | rate | build | +CPU: median (range) |")
+            print("|---|---|---|---|")
         for r in result["compare_cpu"]:
             pct = [(x - 1) * 100 for x in r["ratios"]]
             print("| %s | %d Hz | %s | %+.2f%% (%+.2f to %+.2f) |" % (

@@ -330,10 +330,95 @@ void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const c
 
 /* ---- combining metadata ---- */
 
+/* thread_states (pa_profile_add_thread_states) */
+
+struct thread_entry {
+    const char *name; /* into the value it was read from, up to ';' or its end */
+    size_t len;
+    uint64_t n[PA_THREAD_STATE_COUNTS];
+};
+
+/* One "HELD:...:RAISING:NAME" entry of s (up to ';' or the end) into e; 0 if malformed. */
+static int read_thread_entry(const char *s, const char **end, struct thread_entry *e) {
+    *end = s + strcspn(s, ";");
+    for (int k = 0; k < PA_THREAD_STATE_COUNTS; k++) {
+        if (*s < '0' || *s > '9')
+            return 0;
+        char *after;
+        e->n[k] = strtoull(s, &after, 10);
+        if (after >= *end || *after != ':')
+            return 0;
+        s = after + 1;
+    }
+    e->name = s;
+    e->len = (size_t)(*end - s);
+    return 1;
+}
+
+/* At most this many threads are kept: a merge compares every name with every other, which a
+ * hostile header must not make quadratic in its length. More are left out. */
+enum { THREAD_STATES_MAX = 4096 };
+
+/* Appends e to (*v)[*n], room for THREAD_STATES_MAX; 0 when full. */
+static int push_thread_entry(struct thread_entry **v, size_t *n, const struct thread_entry *e) {
+    if (*n == THREAD_STATES_MAX)
+        return 0;
+    if (*n == 0 || (*n >= 8 && (*n & (*n - 1)) == 0)) /* full: double */
+        *v = pa_xrealloc(*v, (*n ? 2 * *n : 8) * sizeof **v);
+    (*v)[(*n)++] = *e;
+    return 1;
+}
+
+static size_t read_thread_entries(const char *value, struct thread_entry **out) {
+    size_t n = 0;
+    for (const char *s = value; s && *s;) {
+        const char *end;
+        struct thread_entry e;
+        if (read_thread_entry(s, &end, &e) && !push_thread_entry(out, &n, &e))
+            break;
+        s = *end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+void pa_profile_add_thread_states(pa_profile *p, const char *value) {
+    const char *old = pa_profile_meta(p, "thread_states");
+    char *kept = old ? pa_xstrndup(old, strlen(old)) : NULL; /* set_meta frees old */
+    struct thread_entry *have = NULL, *add = NULL;
+    size_t nhave = kept ? read_thread_entries(kept, &have) : 0;
+    size_t nadd = read_thread_entries(value, &add);
+    for (size_t i = 0; i < nadd; i++) {
+        size_t j = 0;
+        while (j < nhave &&
+               (have[j].len != add[i].len || memcmp(have[j].name, add[i].name, add[i].len) != 0))
+            j++;
+        if (j == nhave) {
+            push_thread_entry(&have, &nhave, &add[i]);
+        } else {
+            for (int k = 0; k < PA_THREAD_STATE_COUNTS; k++)
+                have[j].n[k] += add[i].n[k];
+        }
+    }
+    pa_buf b = {0};
+    for (size_t j = 0; j < nhave; j++) {
+        pa_buf_printf(&b, "%s", j ? ";" : "");
+        for (int k = 0; k < PA_THREAD_STATE_COUNTS; k++)
+            pa_buf_printf(&b, "%llu:", (unsigned long long)have[j].n[k]);
+        pa_buf_append(&b, have[j].name, have[j].len);
+    }
+    pa_buf_append(&b, "", 1);
+    if (nhave || old)
+        pa_profile_set_meta(p, "thread_states", b.data);
+    pa_buf_free(&b);
+    free(have);
+    free(add);
+    free(kept);
+}
+
 static int is_counter_key(const char *key) {
-    static const char *const counters[] = {"samples",   "dropped",   "unreadable", "truncated",
-                                           "signals",   "cpu_s",     "gil_held",   "gil_released",
-                                           "exception", "tasks_over"};
+    static const char *const counters[] = {"samples",  "dropped",   "unreadable", "truncated",
+                                           "signals",  "cpu_s",     "gil_held",   "gil_released",
+                                           "gil_wait", "exception", "raising",    "tasks_over"};
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         if (strcmp(key, counters[i]) == 0)
             return 1;
@@ -357,6 +442,10 @@ void pa_profile_combine_meta(pa_profile *p, const char *key, const char *value) 
     const char *old = pa_profile_meta(p, key);
     if (!old) {
         pa_profile_set_meta(p, key, value);
+        return;
+    }
+    if (strcmp(key, "thread_states") == 0) {
+        pa_profile_add_thread_states(p, value);
         return;
     }
     char buf[64];

@@ -124,11 +124,18 @@ size_t *pa_profile_time_order(const pa_profile *p);
  * Setting a key again replaces its value. */
 void pa_profile_set_meta(pa_profile *p, const char *key, const char *value);
 /* Combines a value from another profile into p's, as merging profiles should: counters
- * (samples, dropped, unreadable, truncated, signals, cpu_s) add up, start takes the earliest
+ * (samples, dropped, unreadable, truncated, signals, cpu_s, the thread-state counts) add up,
+ * thread_states add up thread by thread, start takes the earliest
  * and end the latest, achieved_rate follows signals / cpu_s, and any other key that differs
  * lists the distinct values, comma-separated (at most 8, then "..."). */
 void pa_profile_combine_meta(pa_profile *p, const char *key, const char *value);
 const char *pa_profile_meta(const pa_profile *p, const char *key); /* NULL if absent */
+/* The thread_states key (docs/formats.md): "HELD:RELEASED:WAIT:HANDLING:RAISING:NAME;...", a
+ * thread's samples by state, NAME its root frame's name without "thread:". Adds value's
+ * entries into p's (a thread already there adds up, a new one is appended); malformed entries
+ * are left out. pa_profile_combine_meta combines the key so. */
+enum { PA_THREAD_STATE_COUNTS = 5 };
+void pa_profile_add_thread_states(pa_profile *p, const char *value);
 size_t pa_profile_meta_count(const pa_profile *p);
 void pa_profile_meta_at(const pa_profile *p, size_t i, const char **key, const char **value);
 

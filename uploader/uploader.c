@@ -159,6 +159,42 @@ static uint32_t thread_frame(uint32_t serial) {
     return intern_utf8(frame, (size_t)n < sizeof frame ? (size_t)n : sizeof frame - 1);
 }
 
+/* The threads' state counts since the last drain, into the profile's thread_states by the
+ * name of each one's root frame (docs/formats.md): before pa_threads_prune forgets the
+ * threads that ended. */
+static void take_thread_states(void) {
+    /* Threads that registered meanwhile beyond the room are taken at the next drain. */
+    size_t cap = pa_threads_take_states(NULL, 0) + 16;
+    struct pa_thread_states *st = malloc(cap * sizeof *st);
+    if (!st)
+        return;
+    size_t n = pa_threads_take_states(st, cap);
+    n = n < cap ? n : cap;
+    pa_buf value = {0};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t any = 0;
+        for (int k = 0; k < PA_COUNT_N; k++)
+            any |= st[i].n[k];
+        if (!any)
+            continue;
+        size_t len;
+        const char *frame = pa_profile_frame(pending, thread_frame(st[i].serial), &len);
+        pa_buf_printf(&value, "%s%llu:%llu:%llu:%llu:%llu:", value.len ? ";" : "",
+                      (unsigned long long)st[i].n[PA_COUNT_HELD],
+                      (unsigned long long)st[i].n[PA_COUNT_RELEASED],
+                      (unsigned long long)st[i].n[PA_COUNT_GIL_WAIT],
+                      (unsigned long long)st[i].n[PA_COUNT_HANDLING],
+                      (unsigned long long)st[i].n[PA_COUNT_RAISING]);
+        pa_buf_append(&value, frame + 7, len - 7); /* without "thread:" */
+    }
+    if (value.len) {
+        pa_buf_append(&value, "", 1);
+        pa_profile_add_thread_states(total, value.data);
+    }
+    pa_buf_free(&value);
+    free(st);
+}
+
 /* Whether code objects may be read now (pa_code_columns): not once the interpreter finalizes,
  * when the memory of freed ones may still look like them. Set by each drain. */
 static int py_live;
@@ -373,6 +409,7 @@ void pa_uploader_drain(int final) {
     dropped_total += atomic_load(&t->dropped);
     if (!final) /* the last drain: clearing would only dirty pages of a process that ends */
         pa_table_clear(t);
+    take_thread_states();
     pa_threads_prune();
 }
 
@@ -461,8 +498,11 @@ static int write_local(int final, int quiet) {
      * (docs/formats.md). No exception count where the thread state's exc_info is unknown. */
     set_meta_u64("gil_held", st.gil_held);
     set_meta_u64("gil_released", st.gil_released);
+    set_meta_u64("gil_wait", st.gil_wait);
     if (py->layout.ts_exc_info)
         set_meta_u64("exception", st.exception);
+    if (py->layout.ts_raising)
+        set_meta_u64("raising", st.raising);
     set_meta_u64("handler_p50_ns", st.handler_p50_ns);
     set_meta_u64("handler_p99_ns", st.handler_p99_ns);
     pa_profile_set_meta(total, "handler_hist", st.handler_hist);

@@ -148,8 +148,11 @@ int main(void) {
 #else
     printf("     .gil_via_interp = 0, .gil_off = %u,\n", OFF(_PyRuntimeState, ceval.gil));
 #endif
-    printf("     .gil_locked = %u, .gil_holder = %u,\n", OFF(struct _gil_runtime_state, locked),
-           OFF(struct _gil_runtime_state, last_holder));
+    /* The GIL's mutex (a pthread mutex): a thread that holds it without holding the GIL is
+     * in take_gil, between its wait's wake-up and taking the GIL or waiting again. */
+    printf("     .gil_locked = %u, .gil_holder = %u, .gil_mutex = %u,\n",
+           OFF(struct _gil_runtime_state, locked), OFF(struct _gil_runtime_state, last_holder),
+           OFF(struct _gil_runtime_state, mutex));
     /* The cyclic collector's "collecting" flag: in _PyRuntime's GC state on 3.8, in each
      * interpreter's from 3.9 (struct _gc_runtime_state; set around a whole collection, its
      * gc.callbacks included, by every version up to the incremental collector of 3.14). */
@@ -171,6 +174,20 @@ int main(void) {
 #endif
     printf("     .ts_exc_info = %u, .ei_value = %u, .ei_previous = %u,\n",
            OFF(PyThreadState, exc_info), ei_value, OFF(_PyErr_StackItem, previous_item));
+    /* The exception being raised, not yet caught (what PyErr_Occurred() sees): the thread
+     * state's current_exception from 3.12, its curexc_type before; NULL when none. And 3.15's
+     * gil_requested, set by take_gil while the thread waits for the GIL (0: not there). */
+#if PY_VERSION_HEX >= 0x030C0000
+    unsigned ts_raising = OFF(PyThreadState, current_exception);
+#else
+    unsigned ts_raising = OFF(PyThreadState, curexc_type);
+#endif
+#if PY_VERSION_HEX >= 0x030F0000
+    unsigned ts_gil_requested = OFF(PyThreadState, gil_requested);
+#else
+    unsigned ts_gil_requested = 0;
+#endif
+    printf("     .ts_raising = %u, .ts_gil_requested = %u,\n", ts_raising, ts_gil_requested);
     /* Labels (pyagent.labels): the thread's current context (tstate->context, a PyContext
      * or NULL), its variables (ctx_vars, an immutable HAMT) and the HAMT's root node. */
     printf("     .ts_context = %u, .ctx_vars = %u, .hamt_root = %u,\n", OFF(PyThreadState, context),
@@ -284,6 +301,9 @@ int main(void) {
     printf(", .is_modules = %u", DBG(interpreter_state.imports_modules));
 #if PY_VERSION_HEX >= 0x030E0000
     printf(", .gen_iframe = %u", DBG(gen_object.gi_iframe));
+#endif
+#if PY_VERSION_HEX >= 0x030F0000
+    printf(", .ts_gil_requested = %u", DBG(thread_state.gil_requested));
 #endif
     printf("}},\n");
 #else

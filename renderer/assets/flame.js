@@ -22,6 +22,17 @@
   const MIN_PX = 0.5; /* narrower frames are pruned, their share reported */
   const $ = (id) => document.getElementById(id);
   const meta = data.meta || {};
+  /* The header's per-thread state counts (formats.md, thread_states:
+   * "HELD:RELEASED:WAIT:HANDLING:RAISING:NAME;..."); empty for profiles without them. */
+  const STATE_KEYS = ['held', 'released', 'wait', 'handling', 'raising'];
+  const THREAD_STATES = String(meta.thread_states || '').split(';').map((entry) => {
+    const parts = entry.split(':');
+    const n = parts.slice(0, 5).map((x) => (/^[0-9]+$/.test(x) ? Number(x) : NaN));
+    if (parts.length < 6 || n.some((x) => Number.isNaN(x))) return null;
+    const t = { name: parts.slice(5).join(':') };
+    STATE_KEYS.forEach((k, i) => { t[k] = n[i]; });
+    return t;
+  }).filter(Boolean);
   /* Source lines of the hottest Python locations, read at render time: file -> line -> [first
    * line number, text...]. */
   const SRC = JSON.parse(document.getElementById('source-data').textContent || '{}');
@@ -1262,25 +1273,61 @@
       li.appendChild(bar(c / (leafTotal || 1)));
       su.appendChild(li);
     }
-    /* What the agent saw of the sampled Python threads besides their stacks (the header's
-     * gil_held, gil_released and exception counts): shares of those threads' samples, for
-     * the whole profile (the thread filter and time range do not apply). */
-    const held = Number(meta.gil_held), released = Number(meta.gil_released);
+    /* What the agent saw of the sampled Python threads besides their stacks: shares of those
+     * threads' samples with the GIL held, released, waiting for it, handling and raising an
+     * exception. From the header's thread_states, the thread filter applies (one thread's
+     * counts, else all of them); a profile without it has the whole process's counts only
+     * (gil_held, ...), which no filter changes. The time range never applies (the counts have
+     * no time). */
+    const sel = state.thread === '' ? null : F.name[Number(state.thread)];
+    const shown = THREAD_STATES.filter((t) => sel === null || sel === t.name);
+    const sum = {};
+    for (const k of STATE_KEYS) {
+      sum[k] = THREAD_STATES.length ? shown.reduce((a, t) => a + t[k], 0)
+        : Number(meta[{ held: 'gil_held', released: 'gil_released', wait: 'gil_wait', handling: 'exception', raising: 'raising' }[k]]);
+    }
+    const known = {
+      held: meta.gil_held !== undefined, released: meta.gil_held !== undefined,
+      wait: meta.gil_wait !== undefined, handling: meta.exception !== undefined, raising: meta.raising !== undefined,
+    };
+    const TEXT = { held: 'GIL held', released: 'GIL released', wait: 'waiting for the GIL', handling: 'handling an exception', raising: 'raising an exception' };
     let extra = 0;
-    if (meta.gil_held !== undefined && held + released > 0) {
-      const py = held + released;
-      const rows = [['GIL held', held], ['GIL released', released]];
-      if (meta.exception !== undefined) rows.push(['handling an exception', Number(meta.exception)]);
-      for (const [name, c] of rows) {
+    const py = sum.held + sum.released;
+    if (known.held && py > 0) {
+      const whose = !THREAD_STATES.length ? 'whole profile, every thread'
+        : sel === null ? 'every thread' : readable(sel);
+      for (const k of STATE_KEYS) {
+        if (!known[k]) continue;
         const li = document.createElement('li');
         li.className = 'header-state';
-        li.title = 'of the ' + fmt(py) + ' samples of Python threads, whole profile';
-        li.textContent = name + ' ' + pct(c / py);
-        li.appendChild(bar(c / py));
+        li.dataset.state = k;
+        li.title = 'of the ' + fmt(py) + ' samples of Python threads (' + whose + ')';
+        li.textContent = TEXT[k] + ' ' + pct(sum[k] / (py || 1));
+        li.appendChild(bar(sum[k] / (py || 1)));
         su.appendChild(li);
         extra++;
       }
     }
+    /* Each thread's own shares, the busiest first (the filter keeps its thread's row). */
+    const table = $('thread-states');
+    const body = table.querySelector('tbody');
+    body.textContent = '';
+    const rows = shown.slice().sort((a, b) => (b.held + b.released) - (a.held + a.released));
+    for (const t of rows) {
+      const tr = document.createElement('tr');
+      const n = t.held + t.released;
+      const name = document.createElement('td');
+      name.textContent = readable(t.name);
+      tr.appendChild(name);
+      for (const k of STATE_KEYS) {
+        const td = document.createElement('td');
+        td.textContent = known[k] ? (100 * t[k] / (n || 1)).toFixed(1) : '—';
+        td.title = TEXT[k] + ': ' + fmt(t[k]) + ' of ' + fmt(n) + ' samples';
+        tr.appendChild(td);
+      }
+      body.appendChild(tr);
+    }
+    table.hidden = rows.length === 0;
     $('sec-states').hidden = list.length < 2 && extra === 0;
   }
 

@@ -360,11 +360,10 @@ def test_gc_disabled(ctx):
 
 def state_share(p, key, truth, want_key, n):
     """(sampled %, measured %, tolerance in points) of one header count among the Python
-    threads' samples: 1 point plus three standard deviations of a binomial count of n."""
+    threads' samples (binomial_tolerance)."""
     got = 100.0 * int(p.meta[key]) / n
     want = 100.0 * truth[want_key] / truth["total"]
-    q = want / 100.0
-    return got, want, 1.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+    return got, want, binomial_tolerance(want, n)
 
 
 def test_thread_states(ctx):
@@ -397,7 +396,8 @@ def test_thread_states(ctx):
 def test_thread_states_wall_mode(ctx):
     """PYAGENT_MODE=wall: the same counts; a sleeping second thread adds samples with the GIL
     released and no exception, so the shares are of the two threads' samples together, and
-    the sleeper's are at most the run's wall time in samples."""
+    the sleeper's are at most the run's wall time in samples. Per thread (thread_states): the
+    sleeper's own counts are at least 90% released and hold no exception."""
     rate = 500
     r = ctx.run(["thread_states.py", "truth.json", "1.5", "sleeper"],
                 env={"PYAGENT_RATE": str(rate), "PYAGENT_MODE": "wall"})
@@ -407,7 +407,115 @@ def test_thread_states_wall_mode(ctx):
     held, released, exc = (int(p.meta[k]) for k in ("gil_held", "gil_released", "exception"))
     check(held > 0 and released > held and 0 < exc < held,
           "held %d, released %d, exception %d" % (held, released, exc))
-    print("wall: held %d, released %d, exception %d of %s samples" % (held, released, exc, p.meta["samples"]))
+    # Per thread (the tick thread counts in the sleeper's own counters): the sleeper is off
+    # the GIL nearly always and never handles an exception; the threads add up to the whole.
+    per = thread_states(p)
+    sleeper = per.get("Sleeper", {})
+    check(sleeper.get("released", 0) >= 0.9 * (sleeper.get("held", 0) + sleeper.get("released", 0)) > 0
+          and sleeper.get("handling") == 0, "Sleeper's counts %r" % per)
+    check(sum(t["held"] for t in per.values()) <= held and sum(t["released"] for t in per.values()) <= released,
+          "threads %r, process held %d released %d" % (per, held, released))
+    print("wall: held %d, released %d, exception %d of %s samples; per thread %r"
+          % (held, released, exc, p.meta["samples"], per))
+
+
+def thread_states(p):
+    """The header's thread_states (docs/formats.md): {thread name: {state: samples}}."""
+    out = {}
+    for entry in p.meta.get("thread_states", "").split(";"):
+        parts = entry.split(":", 5)
+        if len(parts) == 6:
+            out[parts[5]] = dict(zip(("held", "released", "wait", "handling", "raising"),
+                                     map(int, parts[:5])))
+    return out
+
+
+def binomial_tolerance(want, n):
+    """1 point plus three standard deviations of a binomial count of n, at want %."""
+    q = want / 100.0
+    return 1.0 + 300.0 * math.sqrt(q * (1 - q) / n)
+
+
+def test_thread_shares(ctx):
+    """The header's per-thread counts (thread_states): four threads at once, each with a known
+    split of its CPU time (programs/thread_shares.py, 2 s each at 1 kHz): Holder in plain
+    arithmetic (the GIL held), Releaser mostly in SHA-256 (released), Raiser raising through 60
+    frames and catching at the top (raising), Handler half its time in an except block
+    (handling). Releaser's released and Handler's handling shares are within 1 point plus
+    three binomial deviations of the time each measured; Holder's released share, and every
+    share of a state a thread never is in, stays under 3%; Raiser is raising in at least 10%
+    of its samples (the unwinding of 60 frames; nothing in the program measures it). The
+    threads' counts add up to the process-wide ones."""
+    rate = 1000
+    r = ctx.run(["thread_shares.py", "truth.json", "2"], env={"PYAGENT_RATE": str(rate)})
+    check(r.rc == 0, "thread_shares.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    per = thread_states(p)
+    check(set(per) >= {"Holder", "Releaser", "Raiser", "Handler"}, "thread_states %r" % p.meta)
+    for key, state in (("gil_held", "held"), ("gil_released", "released"), ("gil_wait", "wait"),
+                       ("exception", "handling"), ("raising", "raising")):
+        summed, whole = sum(t[state] for t in per.values()), int(p.meta[key])
+        check(summed <= whole and summed >= 0.99 * whole,
+              "threads' %s add up to %d, the process's is %d" % (state, summed, whole))
+    report = []
+
+    def share(name, state):
+        t = per[name]
+        n = t["held"] + t["released"]
+        check(n >= 0.8 * rate * truth[name]["total"], "%s: %d samples for %.2f s of CPU"
+              % (name, n, truth[name]["total"]))
+        return 100.0 * t[state] / n, n
+
+    for name, state, phase in (("Releaser", "released", "released"), ("Handler", "handling", "handling")):
+        got, n = share(name, state)
+        want = 100.0 * truth[name][phase] / truth[name]["total"]
+        tol = binomial_tolerance(want, n)
+        report.append("%s %s %.1f%% (measured %.1f%%, tolerance %.1f)" % (name, state, got, want, tol))
+        check(abs(got - want) <= tol, "share off: %s; %r" % (report[-1], per))
+    for name, state in (("Holder", "released"), ("Holder", "handling"), ("Holder", "raising"),
+                        ("Releaser", "handling"), ("Releaser", "raising"), ("Handler", "raising"),
+                        ("Raiser", "handling")):
+        got, _ = share(name, state)
+        check(got < 3.0, "%s %s %.1f%%: %r" % (name, state, got, per))
+    got, _ = share("Raiser", "raising")
+    report.append("Raiser raising %.1f%%" % got)
+    check(got >= 10.0, "Raiser raising in %.1f%% of its samples: %r" % (got, per))
+    print("; ".join(report))
+
+
+def test_gil_wait_cpu_mode(ctx):
+    """Waiting for the GIL in CPU mode: four threads fight for it (programs/thread_shares.py
+    fight: arithmetic and time.sleep(0), switch interval 0.1 ms) under POSIX CPU timers
+    (PYAGENT_TIMER=cpu: the signal comes on the way back from the kernel, where a wait's CPU
+    time is spent). The header's gil_wait is at least 5 samples, at most the share of CPU time
+    the threads measured in their sleep(0) calls (the release, the wait and the taking over)
+    plus a binomial tolerance, part of gil_released, and exactly the samples whose leaf is
+    <waiting for the GIL>; the threads' own counts add up to it. A free-threaded build has no
+    GIL: no waiting at all."""
+    r = ctx.run(["thread_shares.py", "truth.json", "1.5", "fight"],
+                env={"PYAGENT_RATE": "250", "PYAGENT_TIMER": "cpu"})
+    check(r.rc == 0, "thread_shares.py failed: %s" % r.err[-2000:])
+    truth = json.load(open(os.path.join(r.cwd, "truth.json")))
+    p = r.profile()
+    check(p.meta.get("timer") == "cpu-timer", "header %r" % p.meta)
+    wait, released = int(p.meta["gil_wait"]), int(p.meta["gil_released"])
+    n = int(p.meta["gil_held"]) + released
+    leaf = p.total(lambda fr: fr[-1] == "<waiting for the GIL>")
+    per = thread_states(p)
+    summed = sum(t["wait"] for name, t in per.items() if name.startswith("Fighter"))
+    fighters = [v for k, v in truth.items() if k.startswith("Fighter")]
+    measured = 100.0 * sum(f["switching"] for f in fighters) / sum(f["total"] for f in fighters)
+    got = 100.0 * wait / max(n, 1)
+    print("waiting for the GIL: %d of %d samples (%.1f%%; sleep(0) calls measured %.1f%% of the CPU"
+          " time), leaf %d, threads %d" % (wait, n, got, measured, leaf, summed))
+    if not truth["gil"]:
+        check(wait == 0 and leaf == 0, "a build without a GIL waits for it: %r" % p.meta)
+        return
+    check(wait >= 5 and wait <= released, "gil_wait %d, gil_released %d" % (wait, released))
+    check(got <= measured + binomial_tolerance(measured, n), "waiting %.1f%% > measured %.1f%%" % (got, measured))
+    check(leaf == wait, "%d samples end in <waiting for the GIL>, gil_wait is %d" % (leaf, wait))
+    check(summed == wait, "the threads' waits add up to %d, gil_wait is %d" % (summed, wait))
 
 
 def test_native_frames(ctx):

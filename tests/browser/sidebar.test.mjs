@@ -1,5 +1,6 @@
 // sidebar.test.mjs - the flamegraph page's sidebar and page furniture: profile facts, hot
-// spots that highlight, per-thread shares, the header's thread states, colour legend, merge by
+// spots that highlight, per-thread shares, the header's thread states (whole and per thread,
+// with the thread filter), colour legend, merge by
 // module, system theme with a switch, keyboard navigation, help, the SVG of the view; every
 // view quiet in the console.
 import { test, before, after } from 'node:test';
@@ -241,4 +242,37 @@ test('thread states add the header\'s GIL and exception shares, summed over merg
   assert.equal(await none.page.$$eval('#states li.header-state', (ls) => ls.length), 0);
   assert.equal(await none.page.isHidden('#sec-states'), true);
   await none.page.close();
+});
+
+test('thread states per thread: each thread\'s row, and the thread filter applies to the shares', async () => {
+  const out = join(work, 'per-thread.folded');
+  writeFileSync(out, '# pyagent 1 rate=100 mode=cpu python=3.15.2 samples=300 gil_held=150 gil_released=150 gil_wait=30 exception=40 raising=10 ' +
+    'thread_states=90:10:0:0:0:Holder;60:140:30:40:10:Worker\n' +
+    'thread:Holder;<module> (/srv/app/main.py:40);spin (/srv/app/main.py:12) 100\n' +
+    'thread:Worker;<module> (/srv/app/main.py:40);crunch (/srv/app/main.py:22) 200\n');
+  render('flamegraph', out, '-o', join(work, 'per-thread.html'));
+  const { page, errors } = await open(ctx, join(work, 'per-thread.html'));
+  const header = () => page.$$eval('#states li.header-state', (ls) => ls.map((l) => l.textContent));
+  const table = () => page.$$eval('#thread-states tbody tr', (trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.textContent)));
+  assert.deepEqual(await header(), ['GIL held 50.00%', 'GIL released 50.00%', 'waiting for the GIL 10.00%',
+    'handling an exception 13.33%', 'raising an exception 3.33%']);
+  assert.equal(await page.isHidden('#thread-states'), false);
+  assert.deepEqual(await table(), [
+    ['Worker', '30.0', '70.0', '15.0', '20.0', '5.0'],
+    ['Holder', '90.0', '10.0', '0.0', '0.0', '0.0'],
+  ], 'the busiest thread first');
+  await shot(page, 'thread-states');
+  // The thread filter: its thread's row alone, and the shares above are its own.
+  await page.click('#threads li:nth-child(2) button');
+  assert.match(await page.textContent('#threads li:nth-child(2) button'), /^Holder/);
+  assert.equal(await page.evaluate(() => window.pyagentFlame.total()), 100);
+  assert.deepEqual(await header(), ['GIL held 90.00%', 'GIL released 10.00%', 'waiting for the GIL 0.00%',
+    'handling an exception 0.00%', 'raising an exception 0.00%']);
+  assert.deepEqual(await table(), [['Holder', '90.0', '10.0', '0.0', '0.0', '0.0']]);
+  assert.match(await page.getAttribute('#states li.header-state', 'title'), /of the 100 samples of Python threads \(Holder\)/);
+  // And back to every thread.
+  await page.click('#threads li:nth-child(2) button');
+  assert.equal((await table()).length, 2);
+  assert.deepEqual(errors, []);
+  await page.close();
 });

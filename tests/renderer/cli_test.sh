@@ -184,6 +184,38 @@ EOF
     diff <(grep -v '^#' "$T/a.folded" | sort) <(grep -v '^#' "$T/back.folded" | sort) || fail "pprof round trip"
     grep -q 'rate=100' "$T/back.folded" || fail "pprof lost the rate"
     ;;
+thread_states)
+    # The header's per-thread counts (formats.md, thread_states): merged profiles add them up
+    # thread by thread (a new thread is appended, a malformed entry left out); pprof and the
+    # binary capture keep them; the report carries them to its sidebar. A name may hold ':',
+    # '%' and spaces (the header's own percent-encoding covers those).
+    printf '# pyagent 1 rate=250 mode=cpu gil_held=30 gil_released=10 gil_wait=2 exception=5 raising=1 thread_states=20:0:0:5:0:MainThread;10:10:2:0:1:pool%%20a:b%%2520\nthread:MainThread;main (/app/a.py:1) 20\nthread:pool a:b%%20;work (/app/a.py:2) 20\n' >"$T/a.folded"
+    printf '# pyagent 1 rate=250 mode=cpu gil_held=7 gil_released=3 gil_wait=1 exception=0 raising=0 thread_states=4:3:1:0:0:pool%%20a:b%%2520;x:1:2:3:4:bad;3:0:0:0:0:Late\nthread:pool a:b%%20;work (/app/a.py:2) 7\nthread:Late;late (/app/a.py:3) 3\n' >"$T/b.folded"
+    "$RENDER" export "$T/a.folded" "$T/b.folded" -o "$T/m.folded" || fail "merge"
+    grep -q ' thread_states=20:0:0:5:0:MainThread;14:13:3:0:1:pool%20a:b%2520;3:0:0:0:0:Late\b' "$T/m.folded" ||
+        fail "merged thread_states: $(head -1 "$T/m.folded")"
+    grep -q ' gil_held=37 gil_released=13 gil_wait=3 exception=5 raising=1 ' "$T/m.folded" ||
+        fail "merged counts: $(head -1 "$T/m.folded")"
+    for ext in pb.gz pyacap; do
+        "$RENDER" export "$T/m.folded" -o "$T/m.$ext" || fail "export $ext"
+        "$RENDER" export "$T/m.$ext" -o "$T/back.folded" || fail "read $ext"
+        grep -q ' thread_states=20:0:0:5:0:MainThread;14:13:3:0:1:pool%20a:b%2520;3:0:0:0:0:Late' "$T/back.folded" ||
+            fail "$ext lost thread_states: $(head -1 "$T/back.folded")"
+    done
+    "$RENDER" flamegraph "$T/m.folded" -o "$T/m.html" || fail "flamegraph"
+    grep -qF '"thread_states":"20:0:0:5:0:MainThread;14:13:3:0:1:pool a:b%20;3:0:0:0:0:Late"' "$T/m.html" ||
+        fail "report's thread_states: $(grep -o '"thread_states":"[^"]*"' "$T/m.html")"
+    grep -q 'id="thread-states"' "$T/m.html" || fail "no per-thread table in the report"
+    # A hostile header's thread count is bounded (4,096 threads kept, the rest left out).
+    { printf '# pyagent 1 rate=250 thread_states='; seq 5000 | awk '{printf "%s1:0:0:0:0:t%d", (NR > 1 ? ";" : ""), $1}'; printf '\nthread:t1;f (/app/a.py:1) 1\n'; } >"$T/many.folded"
+    "$RENDER" export "$T/many.folded" "$T/many.folded" -o "$T/many2.folded" || fail "merge of many threads"
+    n=$(head -1 "$T/many2.folded" | sed 's/.*thread_states=//; s/ .*//' | tr ';' '\n' | grep -c '^2:0:0:0:0:t')
+    [ "$n" = 4096 ] || fail "$n threads kept of 5,000 (want 4,096, each counted twice)"
+    # A profile of before thread_states still renders, with the process's counts only.
+    printf '# pyagent 1 rate=250 mode=cpu gil_held=3 gil_released=1 exception=1\nthread:A;f (/app/a.py:1) 4\n' >"$T/old.folded"
+    "$RENDER" flamegraph "$T/old.folded" -o "$T/old.html" || fail "old profile"
+    grep -q '"gil_held":"3"' "$T/old.html" || fail "old profile's counts"
+    ;;
 capture)
     # A binary capture replays into every report exactly as the folded file it came from.
     $GEN --stacks 2000 --samples 30000 --seed 5 -o "$T/g.folded"
