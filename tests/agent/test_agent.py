@@ -453,8 +453,14 @@ def test_thread_shares(ctx):
     p = r.profile()
     per = thread_states(p)
     check(set(per) >= {"Holder", "Releaser", "Raiser", "Handler"}, "thread_states %r" % p.meta)
+    # Under perf events CPU mode gives no waiting share (a wait's kernel time goes to the next
+    # user-mode sample, after the GIL was taken: docs/modes.md); under POSIX timers it does.
+    perf = "perf" in p.meta.get("timer", "")
+    check(("gil_wait" in p.meta) != perf, "timer %s, gil_wait %s" % (p.meta.get("timer"), p.meta.get("gil_wait")))
     for key, state in (("gil_held", "held"), ("gil_released", "released"), ("gil_wait", "wait"),
                        ("exception", "handling"), ("raising", "raising")):
+        if key == "gil_wait" and perf:
+            continue
         summed, whole = sum(t[state] for t in per.values()), int(p.meta[key])
         check(summed <= whole and summed >= 0.99 * whole,
               "threads' %s add up to %d, the process's is %d" % (state, summed, whole))
