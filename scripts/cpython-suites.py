@@ -67,6 +67,11 @@ FLAKY = {
                    "in setUp, ThreadedVSOCKSocketStreamTest's bind() to the fixed vsock port gave "
                    "EADDRINUSE; twice hung in vsock_accept until killed at 300 s and 600 s "
                    "(Debian 3.11, 2026-11-23)",
+    "test_perf_profiler": "without the agent on this VM: test_pre_fork_compile failed (the parent's "
+                          "/tmp/perf-PID.map missing) in 2 of 4 runs, and "
+                          "test_python_calls_appear_in_the_stack_if_perf_activated in 1 of 4, at "
+                          "load 4-11 (sid 3.15, 2026-11-27, scripts/cpython-suites.py --aa "
+                          "--modules test_perf_profiler, twice)",
 }
 
 # Differences with the agent that are understood and not yet removed, per failing test case:
@@ -80,6 +85,13 @@ KNOWN = {
         lambda config: config.startswith("wall@"),
         "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
     "test_native_id_after_fork": (
+        lambda config: config.startswith("wall@"),
+        "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
+    # test_perf_profiler (3.12+): the child's stderr must be empty, and holds the same warning.
+    "test_trampoline_works_with_forks": (
+        lambda config: config.startswith("wall@"),
+        "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
+    "test_trampoline_works_after_fork_with_many_code_objects": (
         lambda config: config.startswith("wall@"),
         "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
 }
