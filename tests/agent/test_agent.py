@@ -521,7 +521,10 @@ def test_gil_wait_cpu_mode(ctx):
     check(wait >= 5 and wait <= released, "gil_wait %d, gil_released %d" % (wait, released))
     check(got <= measured + binomial_tolerance(measured, n), "waiting %.1f%% > measured %.1f%%" % (got, measured))
     check(leaf == wait, "%d samples end in <waiting for the GIL>, gil_wait is %d" % (leaf, wait))
-    check(summed == wait, "the threads' waits add up to %d, gil_wait is %d" % (summed, wait))
+    # The threads' counts are taken at each drain, the process's when the file is written: a
+    # sample between the two is in the process's count and in the next drain's (one CI run:
+    # 346 against 347), the same allowance as thread_shares.
+    check(0.99 * wait <= summed <= wait, "the threads' waits add up to %d, gil_wait is %d" % (summed, wait))
 
 
 def test_native_frames(ctx):
