@@ -21,11 +21,15 @@ if [ -f build/pythons.txt ]; then
   done <build/pythons.txt
 fi
 
-declare -A rows=()
+declare -A rows=() row_inc=()
 for inc in "${!incdirs[@]}"; do
   ver=$(basename "$inc") # python3.N, or python3.Nt (free-threaded)
   minor=${ver#python3.}
-  minor=${minor%t} # debug header sets (3.Nd) stay out: their layout is not supported
+  minor=${minor%t}
+  # Debug header sets (3.Nd: Py_DEBUG without Py_TRACE_REFS) must give their release build's
+  # row: the agent reads a debug build with that row, and CI runs part of the cases on the
+  # release build only (tests/CMakeLists.txt, PYAGENT_TEST_TWINS).
+  minor=${minor%d}
   [ "$minor" -ge 8 ] 2>/dev/null || continue
   # Debian splits pyconfig.h into an arch directory next to the include root.
   extra=()
@@ -40,9 +44,10 @@ for inc in "${!incdirs[@]}"; do
   # The row's key, from its first line: 3.N, or 3.Nt for a free-threaded build.
   minor=$(sed -n '1s|^ */\* 3\.\([0-9]*t\{0,1\}\) \*/$|\1|p' <<<"$row")
   if [ -n "${rows[$minor]:-}" ] && [ "${rows[$minor]}" != "$row" ]; then
-    echo "gen_layouts: two header sets of 3.$minor disagree ($inc); keeping the first" >&2
-    continue
+    echo "gen_layouts: two header sets of 3.$minor disagree ($inc and ${row_inc[$minor]})" >&2
+    exit 1
   fi
+  row_inc[$minor]=$inc
   rows[$minor]=$row
 done
 
