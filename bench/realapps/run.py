@@ -38,9 +38,14 @@ native mode's comparison); Austin (sid's, scripts/pythons.sh --austin) at
 and, on sid's python3.15 with Debian's dist-packages on PYTHONPATH, for the applications
 whose packages import there, pyagent and CPython's `profiling.sampling` (--mode cpu, with
 --subprocesses where the program forks) at 250 Hz and 1 kHz against a 3.15 baseline.
+After the pairs, the machine's floor (bench/handler_floor.c, one copy pinned to each CPU):
+what reading 64 and 256 cache lines costs inside a perf-driven SIGPROF handler at 250 Hz and
+1 kHz here, warm and cold, so that the handler figures can be read against what any
+in-process sampler would pay on the same machine (--no-floor leaves it out).
 Benchmarks report, they do not assert."""
 import argparse
 import json
+import re
 import os
 import shutil
 import signal
@@ -625,6 +630,52 @@ def print_report(results, meta):
         print()
 
 
+FLOOR_RATES = (250, 1000)
+FLOOR_LINES = (64, 256)
+
+
+def machine_floor(lib, seconds):
+    """bench/handler_floor.c in the same run, one copy pinned to each CPU as the pairs run:
+    a walk over LINES cache lines inside a perf-driven SIGPROF handler (and inline, and warm),
+    the time any in-process sampler's handler pays here for reading that many lines that
+    nothing else touched since the last sample."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(lib)), "bin", "handler_floor")
+    if not os.path.exists(exe):
+        return None
+    rows = []
+    for rate in FLOOR_RATES:
+        for lines in FLOOR_LINES:
+            procs = [subprocess.Popen(["taskset", "-c", str(cpu), exe, str(rate), str(lines), str(seconds)],
+                                      stdout=subprocess.PIPE, text=True) for cpu in (0, 1)]
+            got = {}
+            for pr in procs:
+                out, _ = pr.communicate()
+                if pr.returncode != 0:
+                    raise RuntimeError("handler_floor failed: %r" % out)
+                for line in out.splitlines():
+                    m = re.match(r"^(\w+) p50_us=([\d.]+) p99_us=([\d.]+)", line)
+                    if m:
+                        got.setdefault(m.group(1), []).append((float(m.group(2)), float(m.group(3))))
+            rows.append({"rate": rate, "lines": lines, "modes": got})
+    return rows
+
+
+def print_floor(rows):
+    print("The machine's floor in the same run (`bench/handler_floor.c`, one copy on each CPU): a walk over")
+    print("LINES cache lines scattered over 8 MiB, timed as the agent times its handler; p50 / p99 of each")
+    print("CPU's copy. `signal`: inside a SIGPROF handler driven by a perf task-clock event at the rate,")
+    print("while the program touches no memory; `again`: the same walk repeated at once (warm);")
+    print("`inline`: the walk done by the program itself at the rate, no signal.\n")
+    print("| rate | lines | signal p50 | signal p99 | again p50 | inline p50 |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        m = r["modes"]
+        cell = lambda k, i: " / ".join("%.2f µs" % v[i] for v in m.get(k, []))
+        print("| %d Hz | %d | %s | %s | %s | %s |" % (r["rate"], r["lines"], cell("signal", 0), cell("signal", 1),
+                                                    cell("again", 0), cell("inline", 0)))
+    print()
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -643,6 +694,7 @@ def main():
     ap.add_argument("--configs", default=None,
                     help="only the configurations whose name contains one of these comma-separated words "
                          "(e.g. native); the A/A pair always runs")
+    ap.add_argument("--no-floor", action="store_true", help="leave out the machine's floor (bench/handler_floor.c)")
     ap.add_argument("--json")
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
@@ -709,12 +761,17 @@ def main():
             s = summarize(app, c.name if c else "A/A (no profiler)", pairs[id(c)])
             s["python"] = os.path.basename(py) + (" (sid)" if py == PY315 else " (Debian)")
             results.append(s)
+    floor = None if args.no_floor else machine_floor(LIB, 2 if args.quick else 4)
     meta["load_end"] = loadavg()
     meta["minutes"] = (time.monotonic() - t_start) / 60
     print_report(results, meta)
+    if floor:
+        print_floor(floor)
+    elif not args.no_floor:
+        print("No handler_floor next to the library (scripts/build.sh release builds it): the floor is left out.\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
+            json.dump({"meta": meta, "results": results, "floor": floor}, f, indent=1, default=str)
     shutil.rmtree(work, ignore_errors=True)
 
 
