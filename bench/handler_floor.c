@@ -5,7 +5,7 @@
  * code cache, the stack table). How long that takes depends on whether those lines are still
  * cached when the next sample comes, which the machine decides as much as the sampler. This
  * program does the same kind of work with no Python and no profiler: a dependent walk over
- * LINES cache lines scattered over 8 MiB (a pointer chase, so each miss is paid in full),
+ * LINES cache lines scattered over SPAN KiB (a pointer chase, so each miss is paid in full),
  * timed with CLOCK_MONOTONIC as the agent times its handler, in four ways:
  *   signal   inside a SIGPROF handler driven by a perf task-clock event with a ring (what
  *            the agent uses) at RATE per CPU-second, while the main loop spins on registers
@@ -15,7 +15,7 @@
  *   inline   the walk done by the main loop itself every 1/RATE s, no signal, no timer;
  *   empty    the handler's two clock reads alone.
  * Prints "MODE p50_us=X p99_us=Y n=N" per mode, from the walks of SECONDS seconds.
- *   handler_floor [RATE [LINES [SECONDS]]]   (defaults: 250, 256, 4) */
+ *   handler_floor [RATE [LINES [SECONDS [SPAN]]]]   (defaults: 250, 256, 4, 8192) */
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REGION (8u << 20)
+#define REGION_MAX (64u << 20)
 #define LINE 64u
 #define MAX_SAMPLES 200000
 
@@ -135,17 +135,22 @@ int main(int argc, char **argv) {
     long rate = argc > 1 ? atol(argv[1]) : 250;
     long lines = argc > 2 ? atol(argv[2]) : 256;
     double seconds = argc > 3 ? atof(argv[3]) : 4;
-    if (rate < 1 || rate > 100000 || lines < 1 || lines > (long)(REGION / LINE) || seconds <= 0) {
-        fprintf(stderr, "usage: handler_floor [RATE [LINES [SECONDS]]]\n");
+    long span_kib = argc > 4 ? atol(argv[4]) : 8192;
+    size_t region_bytes = (size_t)span_kib << 10;
+    if (rate < 1 || rate > 100000 || span_kib < 4 || region_bytes > REGION_MAX || lines < 1 ||
+        lines > (long)(region_bytes / LINE) || seconds <= 0) {
+        fprintf(stderr, "usage: handler_floor [RATE [LINES [SECONDS [SPAN_KIB]]]] "
+                        "(LINES at most SPAN_KIB * 16, SPAN_KIB 4 to 65536)\n");
         return 2;
     }
-    char *region = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint32_t *order = malloc(sizeof *order * (REGION / LINE));
+    char *region =
+        mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint32_t *order = malloc(sizeof *order * (region_bytes / LINE));
     if (region == MAP_FAILED || !order)
         return 1;
-    memset(region, 0, REGION);
+    memset(region, 0, region_bytes);
     /* LINES distinct lines in a random order over the whole region. */
-    uint32_t n = REGION / LINE;
+    uint32_t n = (uint32_t)(region_bytes / LINE);
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
     srandom(1);
@@ -179,7 +184,7 @@ int main(int argc, char **argv) {
     }
     spin(seconds, (uint64_t)(1e9 / (double)rate));
 
-    printf("rate=%ld lines=%ld seconds=%.1f\n", rate, lines, seconds);
+    printf("rate=%ld lines=%ld seconds=%.1f span_kib=%ld\n", rate, lines, seconds, span_kib);
     for (int m = 0; m < M_N; m++) {
         uint32_t c = count[m];
         if (!c) {

@@ -39,9 +39,9 @@ and, on sid's python3.15 with Debian's dist-packages on PYTHONPATH, for the appl
 whose packages import there, pyagent and CPython's `profiling.sampling` (--mode cpu, with
 --subprocesses where the program forks) at 250 Hz and 1 kHz against a 3.15 baseline.
 After the pairs, the machine's floor (bench/handler_floor.c, one copy pinned to each CPU):
-what reading 64 and 256 cache lines costs inside a perf-driven SIGPROF handler at 250 Hz and
-1 kHz here, warm and cold, so that the handler figures can be read against what any
-in-process sampler would pay on the same machine (--no-floor leaves it out).
+what reading 64 cache lines of 256 KiB, and 256 of 8 MiB, costs inside a perf-driven SIGPROF
+handler at 250 Hz and 1 kHz here, warm and cold, so that the handler figures can be read
+against what any in-process sampler would pay on the same machine (--no-floor leaves it out).
 Benchmarks report, they do not assert."""
 import argparse
 import json
@@ -631,12 +631,13 @@ def print_report(results, meta):
 
 
 FLOOR_RATES = (250, 1000)
-FLOOR_LINES = (64, 256)
+FLOOR_WALKS = ((64, 256), (256, 8192))  # (cache lines, over how many KiB)
 
 
 def machine_floor(lib, seconds):
     """bench/handler_floor.c in the same run, one copy pinned to each CPU as the pairs run:
-    a walk over LINES cache lines inside a perf-driven SIGPROF handler (and inline, and warm),
+    a walk over LINES cache lines of SPAN KiB inside a perf-driven SIGPROF handler (and
+    inline, and warm),
     the time any in-process sampler's handler pays here for reading that many lines that
     nothing else touched since the last sample."""
     exe = os.path.join(os.path.dirname(os.path.dirname(lib)), "bin", "handler_floor")
@@ -644,8 +645,8 @@ def machine_floor(lib, seconds):
         return None
     rows = []
     for rate in FLOOR_RATES:
-        for lines in FLOOR_LINES:
-            procs = [subprocess.Popen(["taskset", "-c", str(cpu), exe, str(rate), str(lines), str(seconds)],
+        for lines, span in FLOOR_WALKS:
+            procs = [subprocess.Popen(["taskset", "-c", str(cpu), exe, str(rate), str(lines), str(seconds), str(span)],
                                       stdout=subprocess.PIPE, text=True) for cpu in (0, 1)]
             got = {}
             for pr in procs:
@@ -656,23 +657,23 @@ def machine_floor(lib, seconds):
                     m = re.match(r"^(\w+) p50_us=([\d.]+) p99_us=([\d.]+)", line)
                     if m:
                         got.setdefault(m.group(1), []).append((float(m.group(2)), float(m.group(3))))
-            rows.append({"rate": rate, "lines": lines, "modes": got})
+            rows.append({"rate": rate, "lines": lines, "span_kib": span, "modes": got})
     return rows
 
 
 def print_floor(rows):
     print("The machine's floor in the same run (`bench/handler_floor.c`, one copy on each CPU): a walk over")
-    print("LINES cache lines scattered over 8 MiB, timed as the agent times its handler; p50 / p99 of each")
+    print("LINES cache lines scattered over SPAN, timed as the agent times its handler; p50 / p99 of each")
     print("CPU's copy. `signal`: inside a SIGPROF handler driven by a perf task-clock event at the rate,")
     print("while the program touches no memory; `again`: the same walk repeated at once (warm);")
     print("`inline`: the walk done by the program itself at the rate, no signal.\n")
-    print("| rate | lines | signal p50 | signal p99 | again p50 | inline p50 |")
-    print("|---|---|---|---|---|---|")
+    print("| rate | lines | span | signal p50 | signal p99 | again p50 | inline p50 |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         m = r["modes"]
         cell = lambda k, i: " / ".join("%.2f µs" % v[i] for v in m.get(k, []))
-        print("| %d Hz | %d | %s | %s | %s | %s |" % (r["rate"], r["lines"], cell("signal", 0), cell("signal", 1),
-                                                    cell("again", 0), cell("inline", 0)))
+        print("| %d Hz | %d | %d KiB | %s | %s | %s | %s |" % (r["rate"], r["lines"], r["span_kib"], cell("signal", 0),
+                                                             cell("signal", 1), cell("again", 0), cell("inline", 0)))
     print()
 
 
