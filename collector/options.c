@@ -25,7 +25,7 @@ const char pa_coll_usage[] =
     "                           (default: --max-decompressed); past it 503 + Retry-After\n"
     "  --token TOKEN            require 'Authorization: Bearer TOKEN' (or Basic, password TOKEN)\n"
     "  --token-file FILE        the same, with the token read from FILE (first line)\n"
-    "  --threads N              HTTP threads: ingest and /healthz (default 4)\n"
+    "  --threads N              HTTP threads: ingest and /healthz (default 4 per CPU)\n"
     "  --query-threads N        threads that run queries, at low priority (default 2)\n"
     "  --max-queries N          queries running or queued at once (default 16); past it 503\n"
     "  --max-queries-per-client N  of which from one client address (default 4)\n"
@@ -142,7 +142,12 @@ int pa_coll_options_parse(int argc, char **argv, struct pa_coll_options *o, pa_e
     o->retention = 7 * 86400;
     o->max_body = 16u << 20;
     o->max_decompressed = 256u << 20;
-    o->threads = 4;
+    /* An HTTP thread decodes an upload and then waits for the group commit that stores it
+     * (fsync included), and libmicrohttpd binds each connection to one thread when it
+     * accepts it: with 4 threads on 2 CPUs, 50 kept-alive connections left the CPUs 15%
+     * idle (docs/benchmarks.md, "Where an upload's CPU goes"). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = cpus < 1 ? 4 : cpus > 64 ? 256 : (unsigned)(4 * cpus);
     o->query_threads = 2;
     o->max_queries = 16;
     o->max_queries_per_client = 4;

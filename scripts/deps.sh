@@ -9,12 +9,13 @@ set -euo pipefail
 # tmux runs `pyagent top` in a terminal, util-linux's setpriv and unshare run the processes
 # `pyagent dump` is refused or must reach (tests/agent/test_agent.py, dump_*, top_in_tmux).
 # libunwind is built from Debian's source package (scripts/libunwind.sh: dpkg-dev unpacks
-# it); cmocka is needed by the build's unit-test targets. The -dev packages at the end of the
+# it); cmocka is needed by the build's unit-test targets; libdeflate compresses the
+# collector's stored profiles (docs/architecture.md). The -dev packages at the end of the
 # test list build the free-threaded CPython of the matrix (scripts/pythons.sh --ensure-ft;
 # zlib and sqlite are among the build's; Debian 12 has no libmpdec-dev: the bundled one).
 build_pkgs="build-essential dpkg-dev cmake pkg-config python3 zlib1g-dev libcurl4-openssl-dev
   protobuf-c-compiler libprotobuf-c-dev
-  libmicrohttpd-dev libsqlite3-dev libcmocka-dev patchelf curl ca-certificates"
+  libmicrohttpd-dev libsqlite3-dev libdeflate-dev libcmocka-dev patchelf curl ca-certificates"
 test_pkgs="clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
   npm hyperfine procps file binutils openssl wrk debootstrap libpython3.11-testsuite
   uwsgi-core uwsgi-plugin-python3 gunicorn python3-uvicorn python3-fastapi apache2 libapache2-mod-wsgi-py3

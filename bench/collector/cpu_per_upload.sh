@@ -6,7 +6,9 @@
 # too: on this machine it shares the two cores with the collector.
 # Several binaries alternate run by run, so that each sees the same moments of a shared
 # machine. Prints one line per run and each binary's median and range.
-# usage: bench/collector/cpu_per_upload.sh RUNS SECONDS BINARY... (e.g. build/release/bin/pyagent-collector)
+# usage: [THREADS=N] bench/collector/cpu_per_upload.sh RUNS SECONDS BINARY... (e.g.
+# build/release/bin/pyagent-collector); THREADS: --threads for every binary (unset: each one's
+# default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-5}
@@ -22,7 +24,7 @@ for run in $(seq "$runs"); do
   for bin in "$@"; do
     i=$((i + 1))
     rm -f "$work"/b.db*
-    "$bin" --listen 127.0.0.1:0 --db "$work/b.db" --threads 4 --sync full --reject-older-than 0 \
+    "$bin" --listen 127.0.0.1:0 --db "$work/b.db" ${THREADS:+--threads "$THREADS"} --sync full --reject-older-than 0 \
       >"$work/out" 2>"$work/err" &
     pid=$!
     for _ in $(seq 50); do grep -q listening "$work/out" && break; sleep 0.1; done

@@ -2,7 +2,8 @@
 # Collector benchmarks: ingest throughput and latency (wrk, 50 connections, folded uploads of
 # ~200 stacks) and query time (an hour of 10-second profiles from 20 apps). Prints RESULT
 # lines and the medians over RUNS runs.
-# usage: bench/collector/run.sh [BUILD_DIR] [RUNS] [SECONDS]
+# usage: [THREADS=N] bench/collector/run.sh [BUILD_DIR] [RUNS] [SECONDS]
+# (THREADS: the collector's --threads; unset, its default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
@@ -16,7 +17,7 @@ start() { # start SYNC: a fresh collector on a free port; sets pid and url
   rm -f "$work"/b.db*
   # The uploads stand for the last hour (ingest.lua, query_bench.py): from an hour ago on,
   # which Pyroscope's ingestion window (the collector's default) would refuse at its edge.
-  "$bin" --listen 127.0.0.1:0 --db "$work/b.db" --threads 4 --sync "$1" --reject-older-than 0 \
+  "$bin" --listen 127.0.0.1:0 --db "$work/b.db" ${THREADS:+--threads "$THREADS"} --sync "$1" --reject-older-than 0 \
     >"$work/out" 2>"$work/err" &
   pid=$!
   for _ in $(seq 50); do grep -q listening "$work/out" && break; sleep 0.1; done

@@ -167,7 +167,7 @@ def heavy_profile(seed, stacks=2000):
 
 class Abuse(unittest.TestCase):
     HEADER_TIMEOUT, BODY_TIMEOUT, PER_CLIENT = 3, 5, 32
-    # Four HTTP threads (the default) each allowed 32 MiB of gunzip output: without the shared
+    # Four HTTP threads each allowed 32 MiB of gunzip output: without the shared
     # budget, bombs decoded at once could take 128 MiB.
     THREADS, GUNZIP_EACH, GUNZIP_TOTAL = 4, 32 * MIB, 32 * MIB
 
