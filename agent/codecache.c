@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../base/bss.h"
 #include "guard.h"
 
 enum { IDX_EMPTY = 0, IDX_FILLING = 0xffffffffu };
@@ -400,7 +401,7 @@ struct cols_memo {
     uint32_t id, unit;          /* unit: offset in code units + 1; 0 = empty */
     int32_t line, col, end_col; /* col -1: no span */
 };
-static struct cols_memo cols_memo[COLS_MEMO];
+static struct cols_memo cols_memo[COLS_MEMO] PA_LARGE_BSS(cols_memo);
 
 static struct cols_memo *memo_slot(uint32_t id, uint32_t unit, int line, int *hit) {
     uint32_t h = hash_ptr(((uintptr_t)id << 32 | unit) << 4) ^ (uint32_t)line;

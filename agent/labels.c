@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/bss.h"
 #include "../profile/profile.h"
 #include "codecache.h"
 #include "guard.h"
@@ -29,9 +30,9 @@ static const char MAGIC[4] = {'p', 'y', 'a', 'L'};
 
 /* The interned sets: texts[id - 1] and the pairs they were made from, published by a release
  * store of n_sets; written under lock, read by the agent thread without it. */
-static const char *texts[PA_LABELS_MAX_SETS];
-static char *pairs_of[PA_LABELS_MAX_SETS];
-static size_t pairs_len[PA_LABELS_MAX_SETS];
+static const char *texts[PA_LABELS_MAX_SETS] PA_LARGE_BSS(label_texts);
+static char *pairs_of[PA_LABELS_MAX_SETS] PA_LARGE_BSS(label_pairs);
+static size_t pairs_len[PA_LABELS_MAX_SETS] PA_LARGE_BSS(label_pairs_len);
 static _Atomic uint32_t n_sets;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -44,8 +45,8 @@ static uint32_t var_hash32;
 static const char SPAN_MAGIC[4] = {'p', 'y', 'a', 'S'};
 static _Atomic uintptr_t span_var;
 static uint32_t span_hash32;
-static char *span_names[PA_SPAN_MAX_NAMES];
-static size_t span_name_len[PA_SPAN_MAX_NAMES];
+static char *span_names[PA_SPAN_MAX_NAMES] PA_LARGE_BSS(span_names);
+static size_t span_name_len[PA_SPAN_MAX_NAMES] PA_LARGE_BSS(span_name_len);
 static _Atomic uint32_t n_span_names;
 static _Atomic uint64_t span_names_refused;
 static uintptr_t context_type, hamt_type, bitmap_type, array_type;

@@ -41,6 +41,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "../base/bss.h"
 #include "guard.h"
 
 enum { MAX_EVAL_RANGES = 8 };
@@ -513,7 +514,7 @@ static int was_open(const int *fds, int n, int fd) {
  * harmless. */
 static void close_validation_pipe(const int *before, int nbefore) {
     enum { MAX_FDS = 4096 };
-    static int after[MAX_FDS];
+    static int after[MAX_FDS] PA_LARGE_BSS(fds_after);
     int n = open_fds(after, MAX_FDS), fresh[2], nfresh = 0;
     for (int i = 0; i < n; i++)
         if (!was_open(before, nbefore, after[i]) && nfresh++ < 2)
@@ -574,7 +575,7 @@ int pa_native_prime(void) {
     if (done)
         return 0;
     enum { MAX_FDS = 4096 };
-    static int before[MAX_FDS];
+    static int before[MAX_FDS] PA_LARGE_BSS(fds_before);
     int nbefore = open_fds(before, MAX_FDS);
     /* The first call sets libunwind up (its pipe included); nothing has unwound yet. */
     unw_accessors_t *acc = unw_get_accessors(unw_local_addr_space);

@@ -24,27 +24,48 @@ enum { MAX_PROBE = 128 };
  * stacks hashed near it could not probe past. */
 enum { FIRST_SLOTS = 4096 / sizeof(struct pa_table_slot), FIRST_PROBE = 8 };
 
-static void *map(size_t bytes) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+/* The table's four arrays are parts of one mapping, each on pages of its own: one system call
+ * and one memory area, not four, at every start and in every forked child (docs/architecture.md,
+ * "Start-up cost"). */
+static size_t page_round(size_t bytes) {
+    return (bytes + 4095) & ~(size_t)4095;
+}
+
+static size_t slots_bytes(const struct pa_table *t) {
+    return page_round(((size_t)t->mask + 1) * sizeof *t->slots);
+}
+
+static size_t used_bytes(const struct pa_table *t) {
+    return page_round(((size_t)t->mask + 1) * sizeof *t->used);
+}
+
+static size_t frames_bytes(const struct pa_table *t) {
+    return page_round((size_t)t->frames_cap * sizeof *t->frames);
+}
+
+static size_t map_bytes(const struct pa_table *t) {
+    return slots_bytes(t) + used_bytes(t) + frames_bytes(t) +
+           page_round((size_t)t->times_cap * sizeof *t->times);
 }
 
 int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
                   uint32_t times_cap) {
     memset(t, 0, sizeof *t);
-    size_t n = (size_t)1 << slots_log2;
-    t->mask = (uint32_t)(n - 1);
+    t->mask = (uint32_t)(((size_t)1 << slots_log2) - 1);
     t->frames_cap = frames_cap;
     t->times_cap = times_cap;
-    t->slots = map(n * sizeof *t->slots);
-    t->used = map(n * sizeof *t->used);
-    t->frames = map((size_t)frames_cap * sizeof *t->frames);
-    t->times = times_cap ? map((size_t)times_cap * sizeof *t->times) : NULL;
-    if (!t->slots || !t->used || !t->frames || (times_cap && !t->times)) {
-        pa_table_destroy(t);
+    char *p = mmap(NULL, map_bytes(t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        memset(t, 0, sizeof *t);
         return -1;
     }
+    t->slots = (struct pa_table_slot *)p;
+    t->used = (uint32_t *)(p + slots_bytes(t));
+    t->frames = (struct pa_frame *)(p + slots_bytes(t) + used_bytes(t));
+    t->times = times_cap
+                   ? (struct pa_time_entry *)(p + slots_bytes(t) + used_bytes(t) + frames_bytes(t))
+                   : NULL;
     return 0;
 }
 
@@ -53,7 +74,7 @@ int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
 #endif
 
 static void populate(void *p, size_t bytes) {
-    bytes = (bytes + 4095) & ~(size_t)4095;
+    bytes = page_round(bytes);
     if (p && bytes)
         (void)madvise(p, bytes, MADV_POPULATE_WRITE);
 }
@@ -69,13 +90,7 @@ void pa_table_prefault(struct pa_table *t, uint32_t frames, int slots) {
 
 void pa_table_destroy(struct pa_table *t) {
     if (t->slots)
-        munmap(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
-    if (t->used)
-        munmap(t->used, ((size_t)t->mask + 1) * sizeof *t->used);
-    if (t->frames)
-        munmap(t->frames, (size_t)t->frames_cap * sizeof *t->frames);
-    if (t->times)
-        munmap(t->times, (size_t)t->times_cap * sizeof *t->times);
+        munmap(t->slots, map_bytes(t));
     memset(t, 0, sizeof *t);
 }
 

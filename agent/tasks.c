@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/bss.h"
 #include "codecache.h"
 #include "guard.h"
 
@@ -28,7 +29,7 @@ struct name_slot {
     char s[NAME_BYTES];
 };
 
-static struct name_slot names[NAMES];
+static struct name_slot names[NAMES] PA_LARGE_BSS(task_names);
 static _Atomic unsigned long names_used, names_full;
 
 /* A frame whose instr has this bit carries a task counter N (the task is named Task-N): bits

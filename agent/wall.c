@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../base/bss.h"
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/realfns.h"
@@ -159,7 +160,7 @@ static void wall_tick(uint64_t elapsed) {
 /* Task samples not taken beyond the cap, for the header (pa_wall_tasks_over). */
 static _Atomic uint64_t tasks_over;
 static uint64_t task_off_ns; /* wall time not yet given to the tasks, under pa_reg_lock */
-static struct pa_task_ref task_refs[PA_AWAITS_MAX_TASKS];
+static struct pa_task_ref task_refs[PA_AWAITS_MAX_TASKS] PA_LARGE_BSS(task_refs);
 
 uint64_t pa_wall_tasks_over(void) {
     return atomic_load(&tasks_over);
@@ -291,7 +292,8 @@ int pa_sampler_tasks_now(void (*each)(void *arg, unsigned long pthread,
     const struct pa_python *py = pa_handler_python();
     if (!py)
         return -1;
-    static struct pa_task_ref refs[PA_AWAITS_MAX_TASKS]; /* the agent thread's alone */
+    /* the agent thread's alone */
+    static struct pa_task_ref refs[PA_AWAITS_MAX_TASKS] PA_LARGE_BSS(agent_task_refs);
     struct pa_frame *frames = malloc(PA_MAX_DEPTH_LIMIT * sizeof *frames);
     if (!frames)
         return -1;

@@ -178,7 +178,6 @@ static void read_upload_config(struct pa_config *cfg) {
 }
 
 void pa_config_read(struct pa_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
     const char *v = env("PYAGENT_LOG");
     pa_log_level = PA_LOG_WARN;
     if (v) {

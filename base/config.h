@@ -55,7 +55,10 @@ struct pa_config {
     unsigned max_profile_stacks;
 };
 
-/* Fills cfg from the environment; warnings go to stderr. */
+/* Fills cfg from the environment; warnings go to stderr. cfg must be all zero, as a static is
+ * before its first use: only what is set is written. The agent reads its configuration once
+ * per process into a static of 25 KiB, mostly empty strings, and zeroing it again faulted its
+ * 7 pages in at every start (docs/benchmarks.md, "Start-up and exit"). */
 void pa_config_read(struct pa_config *cfg);
 
 /* Expands %p in pattern to pid, into out. */

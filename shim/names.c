@@ -13,6 +13,7 @@
 
 #include "../agent/pyversions.h"
 #include "../agent/sampler.h"
+#include "../base/bss.h"
 #include "../base/log.h"
 #include "../base/realfns.h"
 #include "../base/threads.h"
@@ -60,7 +61,7 @@ static int load_api(void) {
  * many threads are still unnamed. */
 static int name_threads(void) {
     enum { MAX = 4096 };
-    static struct pa_thread_info list[MAX];
+    static struct pa_thread_info list[MAX] PA_LARGE_BSS(thread_names);
     size_t n = pa_threads_list(list, MAX);
     if (n > MAX)
         n = MAX;
