@@ -53,8 +53,10 @@ int main(int argc, char **argv) {
         pa_coll_report_set_source_root(o.source_from, o.source_to);
 
     struct pa_coll_store *st;
-    struct pa_coll_store_options so = {
-        .sync = o.sync, .retention = o.retention, .retention_every = o.retention_interval};
+    struct pa_coll_store_options so = {.sync = o.sync,
+                                       .retention = o.retention,
+                                       .retention_every = o.retention_interval,
+                                       .rollup_quiet = PA_COLL_ROLLUP_QUIET};
     if (pa_coll_store_open(&st, o.db, &so, &err) != 0) {
         fprintf(stderr, "pyagent-collector: %s\n", err.msg);
         pa_coll_options_free(&o);

@@ -462,6 +462,39 @@ static int store_spans(struct pa_coll_store *st, const struct span_merge *m, siz
 
 #define COMPACT_SLICE 64
 
+/* Moves to the front of m the spans whose newest upload was received at or before `before`
+ * and returns how many: the others are still being filled, and a merge now would be thrown
+ * away (store_spans' check) or rebuilt soon. They stay due. Sets *status to -1 on an error. */
+static size_t quiet_spans(sqlite3 *db, struct span_merge *m, size_t n, int64_t before,
+                          int *status) {
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT coalesce(max(received), 0) FROM uploads WHERE series_id = ?1 "
+                           "AND from_s >= ?2 AND from_s < ?3",
+                           -1, &q, NULL) != SQLITE_OK) {
+        *status = -1;
+        return 0;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, m[i].series_id);
+        sqlite3_bind_int64(q, 2, m[i].start);
+        sqlite3_bind_int64(q, 3, m[i].start + m[i].span);
+        if (sqlite3_step(q) != SQLITE_ROW) {
+            *status = -1;
+            break;
+        }
+        if (sqlite3_column_int64(q, 0) <= before) {
+            struct span_merge t = m[k];
+            m[k++] = m[i];
+            m[i] = t;
+        }
+    }
+    sqlite3_finalize(q);
+    return k;
+}
+
 int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built) {
     pa_error err = {""};
     *built = 0;
@@ -492,9 +525,12 @@ int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built
             n++;
         }
         sqlite3_finalize(q);
-        for (size_t i = 0; i < n && status == 0; i++)
+        size_t due = n;
+        if (st->opt.rollup_quiet > 0)
+            due = quiet_spans(db, m, n, now - st->opt.rollup_quiet, &status);
+        for (size_t i = 0; i < due && status == 0; i++)
             status = merge_span(st, db, &m[i]);
-        int written = status == 0 ? store_spans(st, m, n) : -1;
+        int written = status == 0 ? store_spans(st, m, due) : -1;
         for (size_t i = 0; i < n; i++)
             free(m[i].blob);
         if (status == 1) { /* stopping: the slice stays due for the next start */

@@ -23,6 +23,9 @@ struct pa_coll_store_options {
     enum pa_coll_sync sync;
     int64_t retention;       /* seconds; 0 keeps everything */
     int64_t retention_every; /* seconds between retention passes; 0 picks a default */
+    /* A span's rollup is built only once no upload arrived in it for this many seconds
+     * (PA_COLL_ROLLUP_QUIET in the collector; 0: as soon as the span is past the grace). */
+    int64_t rollup_quiet;
 };
 
 struct pa_coll_upload {
@@ -83,8 +86,13 @@ int pa_coll_store_series(struct pa_coll_store *st, const char *app,
 #define PA_COLL_ROLLUP_LEVELS 3
 extern const int64_t pa_coll_rollup_spans[PA_COLL_ROLLUP_LEVELS]; /* 3600, 600, 60 */
 #define PA_COLL_ROLLUP_GRACE 300
+/* A span still receiving uploads long after it ended (agents replaying spools after an
+ * outage, a load of history) would be merged again at every pass, each merge thrown away
+ * because another upload arrived meanwhile: its rollup waits until the span is quiet. */
+#define PA_COLL_ROLLUP_QUIET 30
 
-/* Builds the missing or dropped rollups of spans that ended before now - grace.
+/* Builds the missing or dropped rollups of spans that ended before now - grace (and, with the
+ * option rollup_quiet, received no upload after now - rollup_quiet).
  * *built gets how many were written. Runs in the background every few seconds; callable
  * directly. */
 int pa_coll_store_compact(struct pa_coll_store *st, int64_t now, uint64_t *built);

@@ -284,7 +284,8 @@ int main(int argc, char **argv) {
     /* The last upload ends 10 minutes ago, past the rollup grace, at an unaligned time. */
     t_end = (int64_t)time(NULL) - 600;
     pa_error e;
-    struct pa_coll_store_options o = {.sync = PA_SYNC_FULL, .retention = 0};
+    struct pa_coll_store_options o = {
+        .sync = PA_SYNC_FULL, .retention = 0, .rollup_quiet = PA_COLL_ROLLUP_QUIET};
     if (pa_coll_store_open(&st, path, &o, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;
@@ -304,7 +305,9 @@ int main(int argc, char **argv) {
            "sync=full)\n",
            total, load, total / load);
 
-    /* The store's own compactor has been building rollups during the load; finish. */
+    /* The store's own compactor has been building rollups during the load; finish, once
+     * the last spans are quiet (PA_COLL_ROLLUP_QUIET), as the collector would. */
+    sleep(PA_COLL_ROLLUP_QUIET + 1);
     t0 = now_s();
     uint64_t built = 0, b;
     while (pa_coll_store_compact(st, (int64_t)time(NULL), &b) == 0 && b > 0)

@@ -386,8 +386,45 @@ static void label_filters_over_rollups_match_raw_rows(void **state) {
     free(raw_uploads);
 }
 
+static int setup_quiet(void **state) {
+    snprintf(path, sizeof path, "/tmp/pa-coll-test-%d.db", (int)getpid());
+    unlink(path);
+    struct pa_coll_store *st;
+    struct pa_coll_store_options o = {.sync = PA_SYNC_NORMAL, .rollup_quiet = PA_COLL_ROLLUP_QUIET};
+    if (pa_coll_store_open(&st, path, &o, &e) != 0)
+        return -1;
+    *state = st;
+    return 0;
+}
+
+/* A span that ended long ago but still receives uploads (a load of history, spools replayed
+ * after an outage) is not merged while it fills: its rollups are built once it has been
+ * quiet for PA_COLL_ROLLUP_QUIET seconds, and then hold every upload. */
+static void rollups_wait_until_a_span_is_quiet(void **state) {
+    struct pa_coll_store *st = *state;
+    int64_t now = (int64_t)time(NULL), hour = now - now % 3600 - 3 * 3600;
+    insert(st, "", hour + 10, hour + 20, "a;f 1\n");
+    insert(st, "", hour + 1210, hour + 1220, "b;f 2\n");
+    uint64_t built;
+    /* Received just now: every span is past the grace but none is quiet. */
+    assert_int_equal(pa_coll_store_compact(st, now, &built), 0);
+    assert_int_equal(built, 0);
+    assert_int_equal(total(st, "app.cpu", hour, hour + 3600), 3);
+    /* Quiet since: the hour, both 10-minute spans and both minutes. */
+    assert_int_equal(pa_coll_store_compact(st, now + PA_COLL_ROLLUP_QUIET, &built), 0);
+    assert_int_equal(built, 5);
+    assert_int_equal(total(st, "app.cpu", hour, hour + 3600), 3);
+    uint64_t uploads;
+    pa_profile *p;
+    assert_int_equal(pa_coll_query_profile(st, "app.cpu", hour, hour + 3600, &p, &uploads, &e), 0);
+    assert_int_equal(pa_profile_total(p), 3);
+    assert_int_equal(uploads, 2);
+    pa_profile_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(rollups_wait_until_a_span_is_quiet, setup_quiet, teardown),
         cmocka_unit_test_setup_teardown(ranges_are_half_open_and_labels_filter, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_inserts_all_land, setup, teardown),
         cmocka_unit_test_setup_teardown(retention_deletes_old_uploads, setup, teardown),
