@@ -78,22 +78,16 @@ FLAKY = {
 # (which agent configurations they concern, why). A module whose only new failures are such
 # cases is reported as KNOWN and does not fail the run; any other difference still does.
 # Each entry is an open point of issue 10, described in docs/harmless.md.
+# 3.12+ warns at os.fork() in a process with more than one thread; wall mode's tick thread
+# (which samples blocked threads without signalling them) is one (docs/harmless.md, class 6).
+CLASS_6 = (lambda config: config.startswith("wall@"),
+           "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)")
 KNOWN = {
-    # 3.12+ warns at os.fork() in a process with more than one thread; wall mode's tick thread
-    # (which samples blocked threads without signalling them) is one (docs/harmless.md, class 6).
-    "test_main_thread_after_fork": (
-        lambda config: config.startswith("wall@"),
-        "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
-    "test_native_id_after_fork": (
-        lambda config: config.startswith("wall@"),
-        "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
+    "test_main_thread_after_fork": CLASS_6,
+    "test_native_id_after_fork": CLASS_6,
     # test_perf_profiler (3.12+): the child's stderr must be empty, and holds the same warning.
-    "test_trampoline_works_with_forks": (
-        lambda config: config.startswith("wall@"),
-        "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
-    "test_trampoline_works_after_fork_with_many_code_objects": (
-        lambda config: config.startswith("wall@"),
-        "wall mode's tick thread makes 3.12+ warn at os.fork() (docs/harmless.md, class 6)"),
+    "test_trampoline_works_with_forks": CLASS_6,
+    "test_trampoline_works_after_fork_with_many_code_objects": CLASS_6,
 }
 
 
