@@ -60,12 +60,11 @@ int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
         memset(t, 0, sizeof *t);
         return -1;
     }
+    char *used = p + slots_bytes(t), *frames = used + used_bytes(t);
     t->slots = (struct pa_table_slot *)p;
-    t->used = (uint32_t *)(p + slots_bytes(t));
-    t->frames = (struct pa_frame *)(p + slots_bytes(t) + used_bytes(t));
-    t->times = times_cap
-                   ? (struct pa_time_entry *)(p + slots_bytes(t) + used_bytes(t) + frames_bytes(t))
-                   : NULL;
+    t->used = (uint32_t *)used;
+    t->frames = (struct pa_frame *)frames;
+    t->times = times_cap ? (struct pa_time_entry *)(frames + frames_bytes(t)) : NULL;
     return 0;
 }
 
