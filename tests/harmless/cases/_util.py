@@ -10,12 +10,13 @@ import time
 SETUP_FAILED = 99  # run.py: the case could not run
 
 
-def helper(name):
+def helper(name, keep_gil=False):
     """The C helper NAME.so (tests/harmless/helpers/NAME.c) from PA_HARMLESS_HELPERS, loaded
-    with ctypes; exits with SETUP_FAILED if it is not there."""
+    with ctypes (PyDLL with keep_gil: its calls keep the GIL); exits with SETUP_FAILED if it is
+    not there."""
     path = os.path.join(os.environ.get("PA_HARMLESS_HELPERS", ""), name + ".so")
     try:
-        return ctypes.CDLL(path)
+        return (ctypes.PyDLL if keep_gil else ctypes.CDLL)(path)
     except OSError as e:
         print("no helper %s.so in PA_HARMLESS_HELPERS: %s" % (name, e), file=sys.stderr)
         sys.exit(SETUP_FAILED)
