@@ -696,3 +696,14 @@ int pa_walk_other_thread(const struct pa_python *py, struct pa_frame *out, int m
                          const struct pa_other_thread *other) {
     return walk(py, out, max, counts, flags, NULL, other);
 }
+
+int pa_thread_has_state(const struct pa_python *py, unsigned long pthread) {
+    volatile int has = -1;
+    sigjmp_buf env;
+    pa_guard_env = &env;
+    if (sigsetjmp(env, 0))
+        return -1; /* the list changed under the walk: unknown */
+    has = tstate_by_thread_id(py, pthread) != 0;
+    pa_guard_env = 0;
+    return has;
+}

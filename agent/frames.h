@@ -93,6 +93,9 @@ struct pa_other_thread {
 int pa_walk_other_thread(const struct pa_python *py, struct pa_frame *out, int max,
                          struct pa_walk_counts *counts, int flags,
                          const struct pa_other_thread *other);
+/* Whether the OS thread whose pthread_self is pthread has a thread state in any interpreter:
+ * 1, 0, or -1 when a read faulted. Guarded as pa_walk_other_thread. */
+int pa_thread_has_state(const struct pa_python *py, unsigned long pthread);
 
 /* Under the caller's guard: the frame at f, a suspended generator's or coroutine's own frame
  * (in its object), into out: 1, or 0 when it is not a Python frame that can be read. */

@@ -110,6 +110,10 @@ void pa_threads_name(uint32_t serial, char *buf, size_t len);
  * finalizing, or its layout not yet checked). */
 struct pa_frame;
 int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out, int max);
+/* Normal context, a thread of ours (the namer): whether the thread with this pthread id has a
+ * Python thread state, read as pa_sampler_stack_now reads (no GIL): 1, 0, or -1 while that
+ * cannot be told (interpreter not ready, or a read faulted). */
+int pa_sampler_has_python_state(unsigned long pthread);
 /* Normal context, as pa_sampler_stack_now (pyagent dump --async): calls each(arg, ...) for
  * every asyncio task of the process (PA_AWAITS_MAX_TASKS at most) with the pthread id of its
  * loop's thread (0: none runs it), its await chain leaf first (agent/awaits.h) and whether

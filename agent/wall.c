@@ -286,6 +286,17 @@ int pa_sampler_stack_now(pid_t tid, unsigned long pthread, struct pa_frame *out,
     return depth;
 }
 
+int pa_sampler_has_python_state(unsigned long pthread) {
+    const struct pa_python *py = pa_handler_python();
+    if (!py)
+        return -1;
+    sigset_t old;
+    unblock_faults(&old);
+    int has = pa_py_ready(py) ? pa_thread_has_state(py, pthread) : -1;
+    pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return has;
+}
+
 int pa_sampler_tasks_now(void (*each)(void *arg, unsigned long pthread,
                                       const struct pa_frame *frames, int depth, int running),
                          void *arg) {

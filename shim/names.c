@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -57,33 +58,65 @@ static int load_api(void) {
     return 0;
 }
 
-/* With the GIL: threading._active[ident]._name for each unnamed live thread. Returns how
- * many threads are still unnamed. */
+/* How many times the namer took the GIL to look for a thread's name, per thread serial (a
+ * small table: a collision only starts a count again). */
+enum { ATTEMPT_SLOTS = 1024, MAX_ATTEMPTS = 40 };
+static uint32_t attempt_serial[ATTEMPT_SLOTS];
+static uint8_t attempt_count[ATTEMPT_SLOTS];
+
+static uint8_t *attempts_of(uint32_t serial) {
+    unsigned i = serial % ATTEMPT_SLOTS;
+    if (attempt_serial[i] != serial) {
+        attempt_serial[i] = serial;
+        attempt_count[i] = 0;
+    }
+    return &attempt_count[i];
+}
+
+/* threading._active[ident]._name for each unnamed live thread that has a Python thread state.
+ * The GIL is taken only for those, and each at most MAX_ATTEMPTS times: PyGILState_Ensure
+ * makes this thread a thread state of its own for the while, which the program can see (in
+ * faulthandler's dumps of every thread, in sys._current_frames(), in a walk of the list).
+ * A thread started in C that never runs Python (faulthandler's watchdog) has no state and no
+ * Python name: it is never looked up. Neither is one that ran Python but is not in
+ * threading._active after MAX_ATTEMPTS looks (_thread.start_new_thread). Returns how many
+ * threads the namer should look at again. */
 static int name_threads(void) {
     enum { MAX = 4096 };
     static struct pa_thread_info list[MAX] PA_LARGE_BSS(thread_names);
+    static unsigned char look[MAX] PA_LARGE_BSS(thread_names_look);
     size_t n = pa_threads_list(list, MAX);
     if (n > MAX)
         n = MAX;
-    int unnamed = 0;
-    for (size_t i = 0; i < n; i++)
-        unnamed += list[i].alive && !list[i].name[0];
-    if (!unnamed || !pa_py_initialized())
-        return unnamed;
+    int again = 0, lookups = 0;
+    for (size_t i = 0; i < n; i++) {
+        look[i] = 0;
+        if (!list[i].alive || list[i].name[0] || *attempts_of(list[i].serial) >= MAX_ATTEMPTS)
+            continue;
+        again++;
+        /* -1 (not ready, or the list changed under the read): ask again later. */
+        if (pa_py_initialized() && pa_sampler_has_python_state(list[i].pthread) == 1) {
+            look[i] = 1;
+            lookups++;
+        }
+    }
+    if (!lookups)
+        return again;
     int g = api.gil_ensure();
     PyObject *modname = api.unicode_from_string("threading");
     PyObject *mod = modname ? api.import_get_module(modname) : NULL;
     PyObject *active = mod ? api.getattr(mod, "_active") : NULL;
     for (size_t i = 0; active && i < n; i++) {
-        if (!list[i].alive || list[i].name[0])
+        if (!look[i])
             continue;
+        (*attempts_of(list[i].serial))++;
         PyObject *key = api.long_from_ulong(list[i].pthread);
         PyObject *thread = key ? api.dict_getitem(active, key) : NULL; /* borrowed */
         PyObject *name = thread ? api.getattr(thread, "_name") : NULL;
         const char *s = name ? api.as_utf8(name) : NULL;
         if (s && *s) {
             pa_threads_set_name(list[i].pthread, s);
-            unnamed--;
+            again--;
         }
         if (name)
             api.decref(name);
@@ -98,7 +131,7 @@ static int name_threads(void) {
         api.decref(modname);
     api.err_clear();
     api.gil_release(g);
-    return unnamed;
+    return again;
 }
 
 static void *namer_main(void *arg) {
@@ -143,8 +176,7 @@ static void *namer_main(void *arg) {
                 continue;
             api_generation = pa_py_generation();
         }
-        int unnamed = name_threads();
-        tries = unnamed ? tries + 1 : 0;
+        tries = name_threads() ? tries + 1 : 0;
     }
 }
 
