@@ -229,9 +229,6 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
         pa_fail(err, "Python %s does not export its type objects", py->version);
         return -1;
     }
-    Dl_info info;
-    py->libpython_shared =
-        dladdr(runtime, &info) && info.dli_fname && strstr(info.dli_fname, "libpython") != NULL;
     if (py->minor >= 13)
         return apply_debug_offsets(py, err);
     /* Before 3.13 there are no published offsets; the layout also changes in debug builds

@@ -102,9 +102,8 @@ enum { PA_TS_BOUND_GILSTATE = 1u << 3 };
 struct pa_python {
     char version[32]; /* "3.11.7" */
     unsigned major, minor;
-    int libpython_shared; /* 1: libpython*.so; 0: linked into the executable */
-    uintptr_t runtime;    /* &_PyRuntime */
-    uintptr_t code_type;  /* &PyCode_Type */
+    uintptr_t runtime;   /* &_PyRuntime */
+    uintptr_t code_type; /* &PyCode_Type */
     uintptr_t unicode_type;
     uintptr_t bytes_type;
     uintptr_t none;      /* &_Py_NoneStruct: an exception slot holding None handles nothing */
