@@ -1,6 +1,6 @@
 /* tstates.c: how many thread states the main interpreter lists now, for the harmless case
- * thread_states. Loaded with ctypes.PyDLL, so that the caller keeps the GIL for the whole walk:
- * no state can be freed under it (a walk in Python, one C call per step, would drop the GIL
+ * listed_thread_states. Loaded with ctypes.PyDLL, so that the caller keeps the GIL for the whole
+ * walk: no state can be freed under it (a walk in Python, one C call per step, would drop the GIL
  * between steps). The functions are the interpreter's own, found in the process (the
  * executable or libpython): no Python header is needed, so one build serves every version. */
 #include <dlfcn.h>
