@@ -2,7 +2,7 @@
  *
  * SIGNAL-HANDLER SIDE: pa_timer_is_ours (a bitmap read) and pa_timer_perf_count (guarded
  * reads of a ring) run in the handler; pa_timer_pause and pa_timer_resume (timer_settime, or
- * for a perf event munmap, and the helper process that makes a new one: clone,
+ * for a perf event munmap, and the making of a new one, in a helper process or alone: clone,
  * perf_event_open, fcntl, mmap, ioctl, close, waitpid, system calls only, no lock) run on a
  * thread that changes its signal mask. Everything else runs in normal context under the
  * registry's lock.
@@ -16,7 +16,10 @@
  * descriptor table. It opens the event for our thread, points its signal at that thread, maps
  * the ring (in the memory we share, so the mapping is ours) and exits; its copy of the table,
  * the only one that ever held the descriptor, goes with it. The calling thread waits for it
- * (vfork semantics), about 60 us here. The helper sends no SIGCHLD (its exit signal is 0), so
+ * (vfork semantics), about 60-150 us here. While the process has a single thread, the event is
+ * made in the process itself instead, with every signal blocked and the descriptor closed
+ * before they are unblocked: nothing of the program's can look meanwhile, and the constructor
+ * saves the helper's cost (perf_start). The helper sends no SIGCHLD (its exit signal is 0), so
  * wait() and waitpid(-1) in the program never see it; we reap it with __WCLONE. The price of
  * having no descriptor: an event cannot be disabled, so pausing ends it (munmap) and
  * resuming makes a new one, and an event without a ring (beyond the locked-memory allowance)
@@ -32,6 +35,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,11 +144,11 @@ struct perf_job {
     int err;    /* errno of the step that failed */
 };
 
-/* The helper's whole life (a process of its own, on a stack in our memory): system calls
- * only; errno is the calling thread's (the helper shares its thread pointer), which the
- * caller restores. */
-static int perf_helper(void *arg) {
-    struct perf_job *job = arg;
+/* Opens a running perf event for job->tid, maps its ring into job->ring and returns the
+ * descriptor (the caller's table's: the helper's, or ours when nothing else can see it), or -1
+ * with job->err set. System calls only; errno is the calling thread's (the helper shares its
+ * thread pointer), which perf_start restores. */
+static int make_event(struct perf_job *job) {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.type = PERF_TYPE_SOFTWARE;
@@ -167,19 +171,19 @@ static int perf_helper(void *arg) {
     int fd = (int)syscall(SYS_perf_event_open, &a, job->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         job->err = errno;
-        return 0;
+        return -1;
     }
     /* The signal and its owner before O_ASYNC, which starts signalling (SIGIO by default). */
     struct f_owner_ex owner = {F_OWNER_TID, job->tid};
     if (fcntl(fd, F_SETSIG, SIGPROF) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0) {
         job->err = errno;
-        return 0;
+        return fd;
     }
     if (fd < FD_BITS) /* before any signal can carry the number */
         atomic_fetch_or(&perf_fds[fd / 64], 1ULL << (fd % 64));
     if (fcntl(fd, F_SETFL, O_ASYNC) != 0) {
         job->err = errno;
-        return 0;
+        return fd;
     }
     /* The ring signals every overflow by itself (no re-arming) and holds the event once the
      * descriptor is gone. It is mapped read-only: the kernel then overwrites old records and
@@ -188,14 +192,20 @@ static int perf_helper(void *arg) {
     void *ring = mmap(NULL, RING_BYTES, PROT_READ, MAP_SHARED, fd, 0);
     if (ring == MAP_FAILED) {
         job->err = errno;
-        return 0;
+        return fd;
     }
     if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
         job->err = errno;
         munmap(ring, RING_BYTES);
-        return 0;
+        return fd;
     }
     job->ring = ring;
+    return fd;
+}
+
+/* The helper's whole life (a process of its own, on a stack in our memory). */
+static int perf_helper(void *arg) {
+    make_event(arg);
     return 0; /* exit: the helper's descriptor table, and the descriptor, go with it */
 }
 
@@ -215,11 +225,27 @@ static void *perf_start(pid_t tid, long period_ns) {
     sigfillset(&all);
     pa_real_pthread_sigmask(SIG_SETMASK, &all, &old);
     int saved = errno;
-    pid_t pid = clone(perf_helper, stack + sizeof stack, CLONE_VM | CLONE_VFORK, &job);
-    int clone_err = errno;
-    if (pid > 0)
-        while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
-            ;
+    pid_t pid = 0;
+    int clone_err = 0;
+    if (__libc_single_threaded) {
+        /* No other thread, and with every signal blocked no handler of the program's can
+         * run before the descriptor is closed again: the descriptor exists only between two
+         * of our own system calls, where nothing of the program can look. This is the
+         * constructor (the main thread's event, before the program runs), a forked child's
+         * first event, and every event of a program that never starts a thread: the helper
+         * process costs about 100 us more per event (bench/perf_helper.c). The C library
+         * sets the flag false at the first pthread_create, for good. */
+        int fd = make_event(&job);
+        if (fd >= 0)
+            close(fd);
+        pid = 1;
+    } else {
+        pid = clone(perf_helper, stack + sizeof stack, CLONE_VM | CLONE_VFORK, &job);
+        clone_err = errno;
+        if (pid > 0)
+            while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
+                ;
+    }
     pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid <= 0) {
         atomic_store(&helper_fails, 1);

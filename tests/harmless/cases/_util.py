@@ -56,3 +56,38 @@ def report(what, result):
         print("  out: " + line)
     for line in err.splitlines():
         print("  err: " + line)
+
+
+class FdZero:
+    """Harm 12's loop, counted: the program closes descriptor 0 (close_zero) and takes it back
+    (take_back): open() must then return 0, the lowest free number (POSIX), and dup2 of the
+    saved descriptor onto 0 must not fail with EBUSY. A descriptor of anyone else's in the
+    program's table, even for a moment, shows in one count or the other."""
+
+    def __init__(self):
+        self.saved = os.dup(0)
+        self.n = self.wrong = self.busy = self.gone = 0
+
+    def close_zero(self):
+        try:
+            os.close(0)
+        except OSError:
+            self.gone += 1  # someone closed the program's descriptor 0 (and not the program)
+
+    def take_back(self):
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.close(fd)
+        self.wrong += fd != 0
+        for _ in range(1000):
+            try:
+                os.dup2(self.saved, 0)
+                break
+            except OSError:
+                self.busy += 1
+        self.n += 1
+
+    def report(self):
+        print("iterations:", self.n > 1000)
+        print("open() after close(0) that did not return 0:", self.wrong)
+        print("dup2 onto 0 that failed (EBUSY):", self.busy)
+        print("descriptor 0 found closed by someone else:", self.gone)

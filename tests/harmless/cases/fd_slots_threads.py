@@ -4,10 +4,11 @@ and takes it back (close(0) then open() must give 0; dup2 onto it must not fail 
 perf-event timer set up in the program's descriptor table, even for microseconds, takes the
 lowest free number, 0 here: the program's open() then gets another number. Run in every mode,
 perf events (cpu-perf, wall, native) included."""
-import os
 import signal
 import threading
 import time
+
+from _util import FdZero
 
 stop = threading.Event()
 
@@ -48,31 +49,14 @@ for t in warm:
 churners = [threading.Thread(target=churn) for _ in range(2)]
 for t in churners:
     t.start()
-saved = os.dup(0)
-n = wrong = busy = gone = 0
+fd0 = FdZero()
 end = time.monotonic() + 4
 try:
     while time.monotonic() < end:
-        try:
-            os.close(0)
-        except OSError:
-            gone += 1
-        fd = os.open(os.devnull, os.O_RDONLY)
-        if fd != 0:
-            wrong += 1
-        os.close(fd)
-        for _ in range(1000):
-            try:
-                os.dup2(saved, 0)
-                break
-            except OSError:
-                busy += 1
-        n += 1
+        fd0.close_zero()
+        fd0.take_back()
 finally:
     stop.set()
     for t in churners:
         t.join()
-print("iterations:", n > 1000)
-print("open() after close(0) that did not return 0:", wrong)
-print("dup2 onto 0 that failed (EBUSY):", busy)
-print("descriptor 0 found closed by someone else:", gone)
+fd0.report()
