@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libunwind that libpyagent.so links in statically, and prints its prefix.
-#   scripts/libunwind.sh        -> ~/.cache/pyagent/libunwind-<version>-pic-nb (built once)
+#   scripts/libunwind.sh        -> ~/.cache/pyagent/libunwind-<version>-pic-nb-noplt (built once)
 # Debian's libunwind-dev ships a static archive that is not position-independent (and its
 # shared library pulls liblzma and libgcc_s into every profiled process), so the same source
 # package Debian builds from is fetched with `apt-get source` and built with -fPIC, static
@@ -10,13 +10,15 @@
 # times per unwind, half of a native sample's cost (docs/architecture.md, "Where the handler's
 # time goes"); this libunwind is private to libpyagent.so and unwinds only inside our SIGPROF
 # handler, where SIGPROF is blocked, with a per-thread cache (agent/native.c), so nothing it
-# guards can be re-entered.
+# guards can be re-entered. Compiled with -fno-plt: libunwind runs in the handler, so each
+# function it calls must be bound when libpyagent.so is loaded, never by the loader's lazy
+# resolver in signal context (docs/architecture.md, "Start-up cost").
 # CMake runs this at configure time (agent/CMakeLists.txt); every machine builds the same way.
 set -euo pipefail
 
 version=1.6.2-3 # Debian 12's libunwind source package
 cache=${PYAGENT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pyagent}
-prefix=$cache/libunwind-$version-pic-nb
+prefix=$cache/libunwind-$version-pic-nb-noplt
 say() { echo "libunwind.sh: $*" >&2; }
 
 if [ -f "$prefix/lib/libunwind.a" ] && [ -f "$prefix/include/libunwind.h" ]; then
@@ -40,7 +42,7 @@ say "building libunwind $version (position-independent, static) into $prefix"
 "$(dirname "$0")/debsrc.sh" libunwind "$version" "$work"
 (
   cd "$work/src"
-  CFLAGS="-O2 -g -fPIC -fno-omit-frame-pointer" ./configure --prefix="$prefix.tmp" \
+  CFLAGS="-O2 -g -fPIC -fno-plt -fno-omit-frame-pointer" ./configure --prefix="$prefix.tmp" \
     --disable-shared --enable-static --with-pic --disable-minidebuginfo --disable-zlibdebuginfo \
     --disable-coredump --disable-ptrace --disable-setjmp --disable-tests --disable-documentation \
     --disable-block-signals

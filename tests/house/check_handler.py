@@ -12,6 +12,12 @@ instruction it belongs to is a call or a jump: e8, e9, 0f 8x, ff 15/25). Two rul
   2. every function outside our objects that such a function calls is on ALLOWED: functions
      POSIX lists as async-signal-safe, or that glibc implements as a bare system call or a
      memory read, each with its reason.
+  3. the library binds each of those functions when it is loaded (a GOT entry, R_X86_64_GLOB_DAT),
+     never on first call (R_X86_64_JUMP_SLOT): libpyagent.so is linked with -z lazy, and the
+     loader's lazy resolver must not run in signal context, where it would save the vector
+     registers on whatever stack the handler has. The functions libunwind calls (it unwinds in
+     the handler) count too. CMakeLists.txt compiles the SIGNAL-HANDLER SIDE files, and
+     scripts/libunwind.sh libunwind, with -fno-plt for this.
 --show prints the reachable functions and the external calls with their callers.
 Calls through function pointers are not followed: the functions given to others as callbacks
 that run in signal context are roots of their own (libunwind's memory accessor); the program's
@@ -206,6 +212,33 @@ def reachable(objs):
     return seen, external
 
 
+def lazily_bound(lib):
+    """The functions a shared library binds on first call: its R_X86_64_JUMP_SLOT relocations,
+    unless it is linked with -z now (then the loader binds those at load too)."""
+    if re.search(r"\(FLAGS(_1)?\)\s+.*\b(BIND_NOW|NOW)\b", readelf("-d", lib)):
+        return set()
+    names = set()
+    for line in readelf("-r", lib).splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[2] == "R_X86_64_JUMP_SLOT":
+            names.add(f[4].split("@")[0])
+    return names
+
+
+def archive_imports(archive):
+    """The functions a static archive's members call that none of its members defines."""
+    def names(*args):
+        out = subprocess.run(["nm", *args, archive], check=True, capture_output=True, text=True).stdout
+        return {f[-1] for f in (line.split() for line in out.splitlines()) if len(f) >= 2 and ":" not in f[-1]}
+    return names("-u") - names("--defined-only") - {"_GLOBAL_OFFSET_TABLE_"}
+
+
+def unwind_archive(src):
+    prefix = subprocess.run([os.path.join(src, "scripts", "libunwind.sh")], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    return os.path.join(prefix, "lib", "libunwind.a")
+
+
 def marked(src, source):
     with open(os.path.join(src, source), encoding="utf-8") as f:
         head = f.read(4000)
@@ -236,6 +269,18 @@ def main():
         if name not in ALLOWED:
             bad.append("%s is called in signal context (from %s) and is not async-signal-safe"
                        % (name, ", ".join(sorted(callers))))
+    lib = os.path.join(a.build, "lib", "libpyagent.so")
+    if not os.path.exists(lib):
+        print("check_handler: no %s (build first)" % lib, file=sys.stderr)
+        return 2
+    lazy = lazily_bound(lib)
+    for name, callers in sorted(external.items()):
+        if name in lazy:
+            bad.append("%s is called in signal context (from %s) but libpyagent.so binds it on first call "
+                       "(a PLT call: compile the caller with -fno-plt)" % (name, ", ".join(sorted(callers))))
+    for name in sorted(archive_imports(unwind_archive(a.src)) & lazy):
+        bad.append("%s is called by libunwind, which unwinds in signal context, but libpyagent.so binds it on "
+                   "first call (scripts/libunwind.sh must compile with -fno-plt)" % name)
     if a.show:
         for (source, fn), via in sorted(seen.items()):
             print("reachable %s:%s  <- %s" % (source, fn, via))
@@ -245,7 +290,7 @@ def main():
         print(line)
     print("check_handler: %d functions reachable from %d roots in %d files, %d external functions: %s"
           % (len(seen), len(ROOTS), len({s for s, _ in seen}), len(external),
-             "%d violation(s)" % len(bad) if bad else "all async-signal-safe"))
+             "%d violation(s)" % len(bad) if bad else "all async-signal-safe and bound at load"))
     return 1 if bad else 0
 
 

@@ -5,8 +5,9 @@
 
 check_layers.py must report an upward include, an upward symbol reference and a cycle of
 files within a part; check_handler.py must find a call that is not async-signal-safe two calls
-below a root (through a local helper), and must not follow a function whose address is only
-taken; check_errors.py must report a message buffer passed as (char *, size_t) and accept
+below a root (through a local helper), must not follow a function whose address is only
+taken, and must tell a function bound on first call (a PLT call, -z lazy) from one bound at load
+(-fno-plt); check_errors.py must report a message buffer passed as (char *, size_t) and accept
 pa_error. Exit status 0 when every check caught what it was shown."""
 import os
 import subprocess
@@ -65,6 +66,15 @@ def handler():
                "check_handler finds malloc two calls below the root: %r" % sorted(external))
         expect("only_stored" not in names and "strdup" not in external,
                "check_handler does not follow a function whose address is only taken: %r" % sorted(names))
+        # Rule 3: linked with -z lazy, a PLT call is bound on first call; -fno-plt binds at load.
+        for flags, lazy in (([], True), (["-fno-plt"], False)):
+            lib = os.path.join(tmp, "bad_handler%s.so" % "".join(flags))
+            subprocess.run(["cc", "-O2", "-fPIC", "-shared", *flags, "-Wl,-z,lazy",
+                            os.path.join(HERE, "fixtures", "bad_handler.c"), "-o", lib], check=True)
+            bound = check_handler.lazily_bound(lib)
+            expect(("malloc" in bound) == lazy,
+                   "check_handler sees malloc bound %s in a library built with %s: %r"
+                   % ("on first call" if lazy else "at load", flags or "PLT calls", sorted(bound)))
 
 
 def errors():
