@@ -2,7 +2,7 @@
 """Start-up and exit cost of the agent.
 
   bench/startup.py [--python PY] [--lib build/release/lib/libpyagent.so] [--rounds N]
-                   [--exit-rounds N] [--json FILE]
+                   [--small-rounds N] [--exit-rounds N] [--against OLD.so] [--only TEXT] [--json FILE]
 
 Start-up: `PY -c pass`, `PY -c "import asyncio"`, `/bin/true`, `sh -c true`, each with and
 without LD_PRELOAD=libpyagent.so, and the floor: `/bin/true` with an empty library preloaded. Exit: a Python program that burns 50 ms of CPU (so that the
@@ -12,7 +12,9 @@ with PYAGENT_SERVER naming a closed port on 127.0.0.1 (refused at once) and a bl
 
 Each round runs, for every case, the baseline, the agent and the baseline again (A, B, A'),
 in an order that rotates from round to round so that drift hits all alike; A' against A is
-the noise floor. Time is wall-clock from spawn to reaped exit (os.posix_spawn, output to
+the noise floor. With --against, an earlier build of the library runs in the same rounds too
+(A, B, C, A'), for its cost beside the current one's. `/bin/true` and `sh -c true` take a
+millisecond each, so they get more rounds (--small-rounds). Time is wall-clock from spawn to reaped exit (os.posix_spawn, output to
 /dev/null), and the child's CPU time (user + system, from wait4), which a loaded machine
 disturbs less. Reported: medians, the interquartile range, and the agent's cost as the median
 of the per-round differences B - A (the A/A column is the same for A' - A). Prints Markdown."""
@@ -76,18 +78,21 @@ def closed_port():
     return port
 
 
-def cases(py, lib, tmp):
-    """[(name, argv, env without, env with, goal in ms)]."""
+def cases(py, lib, tmp, against=None):
+    """[(name, argv, env without, [env with, env with the earlier library], goal in ms, small)]."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_")) and k != "LD_PRELOAD"}
     base["PYTHONDONTWRITEBYTECODE"] = "1"
 
-    def agent(server=None):
-        e = dict(base, LD_PRELOAD=lib, PYAGENT_SPOOL_DIR=os.path.join(tmp, "spool"))
+    def one(library, server):
+        e = dict(base, LD_PRELOAD=library, PYAGENT_SPOOL_DIR=os.path.join(tmp, "spool"))
         if server:  # no local file then, as the default is
             e["PYAGENT_SERVER"] = server
         else:
             e["PYAGENT_OUTPUT"] = os.path.join(tmp, "p.%p.folded")
         return e
+
+    def agent(server=None):
+        return [one(library, server) for library in [lib] + ([against] if against else [])]
 
     sh = "/bin/sh"
     # The floor of any LD_PRELOADed agent: an empty library, loaded and nothing else.
@@ -96,44 +101,50 @@ def cases(py, lib, tmp):
         f.write("int pyagent_bench_empty;\n")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", empty, empty + ".c"], check=True)
     out = [
-        ("`python -c pass`", [py, "-c", "pass"], base, agent(), 1.0),
-        ("`python -c \"import asyncio\"`", [py, "-c", "import asyncio"], base, agent(), 1.0),
-        ("`/bin/true`", ["/bin/true"], base, agent(), 0.1),
-        ("`sh -c true`", [sh, "-c", "true"], base, agent(), 0.1),
-        ("`/bin/true`, an empty library preloaded (floor)", ["/bin/true"], base, dict(base, LD_PRELOAD=empty), 0.1),
+        ("`python -c pass`", [py, "-c", "pass"], base, agent(), 1.0, False),
+        ("`python -c \"import asyncio\"`", [py, "-c", "import asyncio"], base, agent(), 1.0, False),
+        ("`/bin/true`", ["/bin/true"], base, agent(), 0.1, True),
+        ("`sh -c true`", [sh, "-c", "true"], base, agent(), 0.1, True),
+        ("`/bin/true`, an empty library preloaded (floor)", ["/bin/true"], base, [dict(base, LD_PRELOAD=empty)],
+         0.1, True),
     ]
     hole = BlackHole()
     exits = [
-        ("exit, no server (local file)", [py, "-c", BURN], base, agent(), 0.0),
-        ("exit, server refuses", [py, "-c", BURN], base, agent("http://127.0.0.1:%d" % closed_port()), 50.0),
-        ("exit, black-hole server", [py, "-c", BURN], base, agent("http://127.0.0.1:%d" % hole.port), 1000.0),
+        ("exit, no server (local file)", [py, "-c", BURN], base, agent(), 0.0, False),
+        ("exit, server refuses", [py, "-c", BURN], base, agent("http://127.0.0.1:%d" % closed_port()), 50.0, False),
+        ("exit, black-hole server", [py, "-c", BURN], base, agent("http://127.0.0.1:%d" % hole.port), 1000.0,
+         False),
     ]
     return out, exits
 
 
-def stats(a, b, a2):
-    """Medians and IQRs in ms of the three series; cost and A/A as medians of per-round deltas."""
+def stats(a, b, a2, c=None):
+    """Medians and IQRs in ms of the series; costs and A/A as medians of per-round deltas."""
     a, b, a2 = ([x * 1000 for x in xs] for xs in (a, b, a2))
 
     def iqr(xs):
         q = statistics.quantiles(xs, n=4)
         return q[2] - q[0]
-    return {"without_ms": statistics.median(a), "without_iqr": iqr(a), "with_ms": statistics.median(b),
-            "with_iqr": iqr(b), "cost_ms": statistics.median(y - x for x, y in zip(a, b)),
-            "aa_ms": statistics.median(y - x for x, y in zip(a, a2))}
+    out = {"without_ms": statistics.median(a), "without_iqr": iqr(a), "with_ms": statistics.median(b),
+           "with_iqr": iqr(b), "cost_ms": statistics.median(y - x for x, y in zip(a, b)),
+           "aa_ms": statistics.median(y - x for x, y in zip(a, a2))}
+    if c:
+        out["against_cost_ms"] = statistics.median(y * 1000 - x for x, y in zip(a, c))
+    return out
 
 
-def measure(name, argv, env_a, env_b, goal, rounds):
-    runs = [[], [], []]  # A, B, A'
-    envs = [env_a, env_b, env_a]
-    spawn(argv, env_a)  # warm the page cache
-    spawn(argv, env_b)
+def measure(name, argv, env_a, env_bs, goal, rounds):
+    envs = [env_a] + env_bs + [env_a]  # A, B, (C,) A'
+    runs = [[] for _ in envs]
+    for e in envs[:-1]:  # warm the page cache
+        spawn(argv, e)
     for r in range(rounds):
-        for i in range(3):
-            k = (r + i) % 3
+        for i in range(len(envs)):
+            k = (r + i) % len(envs)
             runs[k].append(spawn(argv, envs[k]))
-    wall = stats(*([t for t, _ in xs] for xs in runs))
-    cpu = stats(*([c for _, c in xs] for xs in runs))
+    order = [0, 1, len(envs) - 1] + ([2] if len(envs) == 4 else [])
+    wall = stats(*([t for t, _ in runs[k]] for k in order))
+    cpu = stats(*([c for _, c in runs[k]] for k in order))
     return {"case": name, "rounds": rounds, "goal_ms": goal, "wall": wall, "cpu": cpu}
 
 
@@ -142,32 +153,47 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3.11")
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "release", "lib", "libpyagent.so"))
     ap.add_argument("--rounds", type=int, default=40, help="rounds for the start-up cases")
+    ap.add_argument("--small-rounds", type=int, help="rounds for /bin/true and sh -c true (default 10 x --rounds)")
     ap.add_argument("--exit-rounds", type=int, default=7, help="rounds for the exit cases")
+    ap.add_argument("--against", help="an earlier build of the library, measured in the same rounds")
+    ap.add_argument("--only", help="run only the cases whose name contains TEXT (e.g. 'pass', 'exit')")
     ap.add_argument("--json")
     a = ap.parse_args()
     lib = os.path.abspath(a.lib)
-    if not os.path.exists(lib):
-        sys.exit("no agent library at %s (scripts/build.sh release)" % lib)
+    against = os.path.abspath(a.against) if a.against else None
+    for path in [lib] + ([against] if against else []):
+        if not os.path.exists(path):
+            sys.exit("no agent library at %s (scripts/build.sh release)" % path)
+    small = a.small_rounds or 10 * a.rounds
     tmp = tempfile.mkdtemp(prefix="pyagent-startup-")
-    start, exits = cases(a.python, lib, tmp)
+    start, exits = cases(a.python, lib, tmp, against)
     # The agent must really be there: a profile for `python -c pass`.
-    spawn(start[0][1], start[0][3])
+    spawn(start[0][1], start[0][3][0])
     if not any(n.endswith(".folded") for n in os.listdir(tmp)):
         sys.exit("the agent wrote no profile for `%s -c pass`: is %s the agent?" % (a.python, lib))
-    print("Python: %s; agent: %s; %d rounds (start-up), %d rounds (exit); A, B, A' interleaved\n"
-          % (a.python, lib, a.rounds, a.exit_rounds))
-    print("| case | without: median (IQR) | with: median (IQR) | agent's cost | A/A | goal "
-          "| CPU without | CPU cost | CPU A/A |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("Python: %s; agent: %s%s; %d rounds (start-up; %d for /bin/true and sh -c true), %d rounds (exit); "
+          "A, B, %sA' interleaved\n" % (a.python, lib, "; earlier library: %s" % against if against else "",
+                                        a.rounds, small, a.exit_rounds, "C, " if against else ""))
+    print("| case | rounds | without: median (IQR) | with: median (IQR) | agent's cost | A/A | goal "
+          "| CPU without | CPU cost | CPU A/A |%s" % (" earlier library's cost | its CPU cost |" if against else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|%s" % ("---|---|" if against else ""))
     rows = []
-    for c, n in [(c, a.rounds) for c in start] + [(c, a.exit_rounds) for c in exits]:
-        r = measure(*c, n)
+    for c in start + exits:
+        if a.only and a.only not in c[0]:
+            continue
+        r = measure(*c[:5], a.exit_rounds if c in exits else small if c[5] else a.rounds)
         rows.append(r)
-        w, c = r["wall"], r["cpu"]
-        print("| %s | %.2f ms (%.2f) | %.2f ms (%.2f) | %+.2f ms | %+.2f ms | %s%g ms | %.2f ms | %+.2f ms | %+.2f ms |"
-              % (r["case"], w["without_ms"], w["without_iqr"], w["with_ms"], w["with_iqr"], w["cost_ms"],
-                 w["aa_ms"], "≤ +" if r["goal_ms"] else "+", r["goal_ms"], c["without_ms"], c["cost_ms"],
-                 c["aa_ms"]), flush=True)
+        w, cp = r["wall"], r["cpu"]
+        earlier = ""
+        if "against_cost_ms" in w:
+            earlier = " %+.3f ms | %+.3f ms |" % (w["against_cost_ms"], cp["against_cost_ms"])
+        elif against:
+            earlier = " | |"
+        print("| %s | %d | %.2f ms (%.2f) | %.2f ms (%.2f) | %+.3f ms | %+.3f ms | %s%g ms | %.2f ms | %+.3f ms | "
+              "%+.3f ms |%s"
+              % (r["case"], r["rounds"], w["without_ms"], w["without_iqr"], w["with_ms"], w["with_iqr"], w["cost_ms"],
+                 w["aa_ms"], "≤ +" if r["goal_ms"] else "+", r["goal_ms"], cp["without_ms"], cp["cost_ms"],
+                 cp["aa_ms"], earlier), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
