@@ -338,8 +338,10 @@ void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
     struct pa_table *t = pa_tables_swap(ts);
     /* The table now filling gets the frame store's pages the last interval needed, twice
-     * over, before handlers reach them: no first-touch page faults in the handler. */
-    pa_table_prefault(atomic_load(&ts->active), 2 * atomic_load(&t->frames_used), 0);
+     * over, before handlers reach them: no first-touch page faults in the handler. Not after
+     * the final drain: sampling has stopped, and an exiting process would only zero them. */
+    if (!final)
+        pa_table_prefault(atomic_load(&ts->active), 2 * atomic_load(&t->frames_used), 0);
     uint32_t ids[520];
     py_live = python_runs();
     /* Only the slots claimed are read, in slot order as a scan of the table would: a short
