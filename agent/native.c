@@ -152,9 +152,10 @@ static int guarded_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *
  * address and kept here; a frame whose rule is known unwinds with two guarded reads.
  *
  * Learning a rule (classify) asks libunwind itself, on made-up registers: it steps from the
- * address four times, with rsp, rbp and every other register pointing into a scratch area
- * whose words all differ (each holds a value that names its own position), moving one of
- * them at a time. Where the CFA followed rsp (or rbp) exactly and nothing else, where the
+ * address twice, with rsp, rbp and every other register pointing into a scratch area whose
+ * words all differ (each holds a value that names its own position), the second time with
+ * each of the three moved by a different power of two, so that the CFA's move names the
+ * register it follows. Where the CFA followed rsp (or rbp) exactly and nothing else, where the
  * return address came from CFA-8 and rbp from a fixed offset or from nowhere, the rule is
  * simple; anything else (a CFA from an expression or from another register, a signal frame,
  * code without unwind information, where libunwind guesses from values) is marked as
@@ -177,7 +178,7 @@ enum { STEP_BITS = 12, STEP_SLOTS = 1 << STEP_BITS, STEP_PROBES = 8 };
 enum { RULE_SIMPLE = 1, RULE_STOP = 2, RULE_LIBUNWIND = 3 }; /* 0: no rule */
 enum { RULE_CFA_RBP = 4, RULE_RBP_SAVED = 8 };
 /* A leaf address seen once: the interrupted instruction differs from sample to sample, and
- * learning costs four steps, so a leaf's rule is learned the second time it is seen. */
+ * learning costs two steps, so a leaf's rule is learned the second time it is seen. */
 enum { RULE_SEEN = 16 };
 #define TAG_CLAIMED ((uint64_t)1)
 #define TAG_IP_MASK ((((uint64_t)1) << 48) - 1)
@@ -316,29 +317,31 @@ static __attribute__((noinline)) int probe_step(uintptr_t ip, int leaf, int sp_w
     return 0;
 }
 
-/* SIGNAL-HANDLER SIDE. The rule of the instruction at ip, learned from libunwind (above). */
+/* SIGNAL-HANDLER SIDE. The rule of the instruction at ip, learned from libunwind (above). Two
+ * steps: one from the base registers, one with rsp, rbp and every other register moved by
+ * different amounts (one, two and four times PROBE_SHIFT words), so that how far the CFA
+ * moves between them names the one register it is computed from; any other distance (a sum:
+ * an expression over several registers) is a rule for libunwind. */
 static uint64_t classify(uintptr_t ip, int leaf) {
-    struct probe p[4];
-    /* base, rsp moved, rbp moved, every other register moved */
+    struct probe p[2];
     if (probe_step(ip, leaf, PROBE_SP, PROBE_BP, PROBE_OTHER, 1, &p[0]) != 0 ||
-        probe_step(ip, leaf, PROBE_SP + PROBE_SHIFT, PROBE_BP, PROBE_OTHER, 0, &p[1]) != 0 ||
-        probe_step(ip, leaf, PROBE_SP, PROBE_BP + PROBE_SHIFT, PROBE_OTHER, 0, &p[2]) != 0 ||
-        probe_step(ip, leaf, PROBE_SP, PROBE_BP, PROBE_OTHER + PROBE_SHIFT, 0, &p[3]) != 0)
+        probe_step(ip, leaf, PROBE_SP + PROBE_SHIFT, PROBE_BP + 2 * PROBE_SHIFT,
+                   PROBE_OTHER + 4 * PROBE_SHIFT, 0, &p[1]) != 0)
         return RULE_LIBUNWIND;
-    if (p[0].ret == 0 && p[1].ret == 0 && p[2].ret == 0 && p[3].ret == 0)
+    if (p[0].ret == 0 && p[1].ret == 0)
         return RULE_STOP; /* the return address or rbp is undefined here: the outermost frame */
-    uint64_t shift = PROBE_SHIFT * 8;
+    uint64_t shift = PROBE_SHIFT * 8, moved = p[1].sp2 - p[0].sp2;
     int on_rbp;
-    if (p[1].sp2 == p[0].sp2 + shift && p[2].sp2 == p[0].sp2 && p[3].sp2 == p[0].sp2)
+    if (moved == shift)
         on_rbp = 0;
-    else if (p[2].sp2 == p[0].sp2 + shift && p[1].sp2 == p[0].sp2 && p[3].sp2 == p[0].sp2)
+    else if (moved == 2 * shift)
         on_rbp = 1;
     else
         return RULE_LIBUNWIND;
     int64_t cfa_off = (int64_t)(p[0].sp2 - (on_rbp ? p[0].bp : p[0].sp));
     int64_t rbp_off = 0;
     int rbp_saved = -1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2; i++) {
         uint64_t cfa = p[i].sp2;
         if (p[i].ret <= 0 || cfa != (on_rbp ? p[i].bp : p[i].sp) + (uint64_t)cfa_off ||
             cfa < (uintptr_t)scratch + 8 ||
