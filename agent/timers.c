@@ -225,29 +225,29 @@ static void *perf_start(pid_t tid, long period_ns) {
     sigfillset(&all);
     pa_real_pthread_sigmask(SIG_SETMASK, &all, &old);
     int saved = errno;
-    pid_t pid = 0;
-    int clone_err = 0;
+    int refused = 0, clone_err = 0;
     if (__libc_single_threaded) {
         /* No other thread, and with every signal blocked no handler of the program's can
          * run before the descriptor is closed again: the descriptor exists only between two
          * of our own system calls, where nothing of the program can look. This is the
-         * constructor (the main thread's event, before the program runs), a forked child's
-         * first event, and every event of a program that never starts a thread: the helper
+         * constructor (the main thread's event, before the program runs) and every event of
+         * a program that never starts a thread (and of its forked children): the helper
          * process costs about 100 us more per event (bench/perf_helper.c). The C library
-         * sets the flag false at the first pthread_create, for good. */
+         * sets the flag false at the first pthread_create, for good, forked children
+         * included. */
         int fd = make_event(&job);
         if (fd >= 0)
             close(fd);
-        pid = 1;
     } else {
-        pid = clone(perf_helper, stack + sizeof stack, CLONE_VM | CLONE_VFORK, &job);
+        pid_t pid = clone(perf_helper, stack + sizeof stack, CLONE_VM | CLONE_VFORK, &job);
         clone_err = errno;
-        if (pid > 0)
+        refused = pid <= 0;
+        if (!refused)
             while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
                 ;
     }
     pa_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (pid <= 0) {
+    if (refused) {
         atomic_store(&helper_fails, 1);
         errno = clone_err;
         return NULL;
