@@ -36,6 +36,7 @@
 #include "../agent/chain.h"
 #include "../agent/guard.h"
 #include "../agent/sampler.h"
+#include "../base/bss.h"
 #include "../base/realfns.h"
 #include "shim.h"
 
@@ -66,7 +67,8 @@ void pa_shim_set_owner(pid_t pid) {
 /* ---- handlers the program installs --------------------------------------------------------- */
 
 typedef void (*handler3)(int, siginfo_t *, void *);
-static struct sigaction app_act[NSIG]; /* the program's action where the wrapper is installed */
+/* the program's action where the wrapper is installed */
+static struct sigaction app_act[NSIG] PA_LARGE_BSS(app_act);
 static _Atomic(handler3) app_fn[NSIG]; /* its handler, as the wrapper reads it */
 
 static void wrapper(int sig, siginfo_t *si, void *uc) {
@@ -140,6 +142,15 @@ static void unwrap(struct sigaction *sa, const struct sigaction *app) {
 }
 
 PA_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    /* A query of a signal we never take over reads the same in the owner and in a vfork
+     * child: the kernel's action, unwrapped. CPython queries every signal at start-up (64
+     * calls), so this path skips the owner test's getpid. */
+    if (!act && wrappable(sig)) {
+        int r = pa_real_sigaction(sig, NULL, old);
+        if (r == 0 && old)
+            unwrap(old, &app_act[sig]);
+        return r;
+    }
     if (!pa_shim_owner()) {
         int r = pa_real_sigaction(sig, act, old);
         if (r == 0 && old && sig > 0 && sig < NSIG)
