@@ -16,14 +16,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/bss.h"
 #include "guard.h"
 
 static const struct pa_layout layouts[] = {
 #include "pylayouts.inc"
 };
 
-static void *py_handle;    /* libpython loaded late, perhaps RTLD_LOCAL; else the global scope */
-static char py_path[4096]; /* the file of that libpython */
+static void *py_handle; /* libpython loaded late, perhaps RTLD_LOCAL; else the global scope */
+/* the file of that libpython */
+static char py_path[4096] PA_LARGE_BSS(py_path);
 /* A late-loaded libpython may be unloaded again (dlclose: Apache reads its configuration
  * twice at start, unloading its modules between): while py_gone is set, nothing of the
  * interpreter is read or called, from the handler or elsewhere. py_generation counts the

@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../base/bss.h"
 #include "../base/realfns.h"
 #include "guard.h"
 
@@ -53,7 +54,7 @@ static const char cookie = 't';
  * too: it must still be recognized (and ignored), never be taken for the program's, whose
  * default SIGPROF action ends the process. Only a program that itself asks for SIGPROF on such
  * a number (F_SETSIG) could be confused. */
-static _Atomic uint64_t perf_fds[FD_BITS / 64];
+static _Atomic uint64_t perf_fds[FD_BITS / 64] PA_LARGE_BSS(perf_fds);
 enum { RING_BYTES = 2 * 4096 };  /* the control page and one data page */
 static _Atomic int perf_denied;  /* perf_event_open refused once: do not ask again */
 static _Atomic int helper_fails; /* clone refused once (a seccomp filter): POSIX timers */

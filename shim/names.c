@@ -61,8 +61,8 @@ static int load_api(void) {
 /* How many times the namer took the GIL to look for a thread's name, per thread serial (a
  * small table: a collision only starts a count again). */
 enum { ATTEMPT_SLOTS = 1024, MAX_ATTEMPTS = 40 };
-static uint32_t attempt_serial[ATTEMPT_SLOTS];
-static uint8_t attempt_count[ATTEMPT_SLOTS];
+static uint32_t attempt_serial[ATTEMPT_SLOTS] PA_LARGE_BSS(attempt_serial);
+static uint8_t attempt_count[ATTEMPT_SLOTS] PA_LARGE_BSS(attempt_count);
 
 static uint8_t *attempts_of(uint32_t serial) {
     unsigned i = serial % ATTEMPT_SLOTS;

@@ -33,6 +33,7 @@
 #include "../agent/native.h"
 #include "../agent/pyversions.h"
 #include "../agent/sampler.h"
+#include "../base/bss.h"
 #include "../base/clock.h"
 #include "../base/config.h"
 #include "../base/log.h"
@@ -46,7 +47,8 @@
 
 #define PA_EXPORT __attribute__((visibility("default")))
 
-static struct pa_config cfg;
+/* Page-aligned: its first page holds every number and the output path (config.h). */
+static struct pa_config cfg __attribute__((aligned(4096))) PA_LARGE_BSS(shim_cfg);
 static struct pa_python py;
 static _Atomic int active;        /* this process is CPython and the agent is on */
 static pid_t agent_pid;           /* the process the agent state belongs to */

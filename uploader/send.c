@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/bss.h"
 #include "../base/log.h"
 #include "modname.h"
 #include "wire.h"
@@ -54,7 +55,7 @@ static enum protocol protocol;
 static char *name_q;          /* url-encoded "APP{labels}" (pprof) or "APP.cpu{labels}" (folded) */
 static struct labels *series; /* the series' labels (push, otlp), from build_name */
 static char service[256];     /* the application's name as sent */
-static char spool_dir[1100];
+static char spool_dir[1100] PA_LARGE_BSS(spool_dir);
 static unsigned seq;
 static double retry_at; /* monotonic seconds */
 static unsigned failures;
@@ -62,7 +63,8 @@ static unsigned failures;
 static struct {
     _Atomic uint64_t sent, failed_attempts, rejected, spool_dropped, rejected_dropped;
 } stats;
-static char last_reason[600]; /* the last rejection logged: each reason is said once */
+/* the last rejection logged: each reason is said once */
+static char last_reason[600] PA_LARGE_BSS(last_reason);
 /* Serializes sending (spool claims, counters, back-off); never held by fork or the exit path
  * beyond the exit deadline. */
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -23,6 +23,7 @@
 #include "../agent/awaits.h"
 #include "../agent/tasks.h"
 #include "../profile/profile.h"
+#include "../base/bss.h"
 #include "../base/log.h"
 #include "send.h"
 #include "symbols.h"
@@ -36,7 +37,7 @@ static const struct pa_python *py;
 static pa_profile *total;   /* everything since this process started sampling (local file) */
 static pa_profile *pending; /* drained since the last upload */
 static time_t pending_from; /* start of the samples in pending */
-static char out_path[4096];
+static char out_path[4096] PA_LARGE_BSS(out_path);
 static const pa_output_format *out_format; /* what the local file is written in */
 static time_t started;
 static uint64_t dropped_total;
