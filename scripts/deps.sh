@@ -18,7 +18,8 @@ build_pkgs="build-essential dpkg-dev cmake pkg-config python3 zlib1g-dev libcurl
   libmicrohttpd-dev libsqlite3-dev libdeflate-dev libcmocka-dev patchelf curl ca-certificates"
 test_pkgs="clang libclang-rt-14-dev clang-format protobuf-compiler chromium nodejs
   npm hyperfine procps file binutils openssl wrk debootstrap libpython3.11-testsuite
-  uwsgi-core uwsgi-plugin-python3 gunicorn python3-uvicorn python3-fastapi apache2 libapache2-mod-wsgi-py3
+  uwsgi-core uwsgi-plugin-python3 gunicorn python3-flask python3-uvicorn python3-fastapi apache2
+  libapache2-mod-wsgi-py3
   python3-celery python3-redis redis-server golang-go golang-github-google-pprof-dev
   tmux util-linux
   libffi-dev libssl-dev libbz2-dev liblzma-dev libreadline-dev libexpat1-dev uuid-dev

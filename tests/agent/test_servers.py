@@ -39,6 +39,7 @@ CLIENTS, REQUESTS = 4, 40
 # Below this much CPU a process is checked for its profile only: 5% of it is less than the
 # 10 ms resolution of /proc/PID/stat and the 4 ms of one sample at 250 Hz.
 MEASURED = 0.5
+UNCOVERED = 0.15  # s a process may spend where no sample can be (profiles_match)
 
 
 def has_frame(name):
@@ -155,9 +156,14 @@ def serve(ctx, argv, port, cwd, env=None, drive=None):
 
 def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
     """Every process in python_pids (default: every process of the tree) has a profile, with
-    app_burn in those of the workers (default: the processes that used MEASURED s or more);
-    each process that used MEASURED s or more, and the whole tree (unless tree is None), within
-    5% of its samples / rate."""
+    app_burn in those of the workers (default: the processes but the tree's root, cpu's first
+    key, that used MEASURED s or more). Each process that used MEASURED s or more, and the whole
+    tree (unless tree is None): the profiles within 5% of the CPU time their sampling covered
+    (the headers' cpu_s), and the CPU time sampling did not cover within 5% plus UNCOVERED a
+    process: what a process spends before its agent starts (exec, the loader, a server's own C
+    start-up before it loads Python), in the agent's own threads and in its final flush is no
+    sample's. On a VM whose page faults cost 10-20 us, that passed 5% of a gunicorn arbiter's
+    0.7 s (0.11 s)."""
     profs = Run(0, "", "", cwd).profiles()
     python_pids = set(cpu) if python_pids is None else python_pids
     missing = python_pids - set(profs)
@@ -166,27 +172,35 @@ def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
     stray = set(profs) - set(cpu)
     check(not stray, "%s: profiles of processes outside the tree: %s" % (what, sorted(stray)))
     lines, bad = [], []
-    total = 0.0
+    total = covered = 0.0
+
+    def matches(got, cov, used):
+        return abs(got - cov) <= 0.05 * cov and used - cov <= 0.05 * used + UNCOVERED * (used > 0)
+
     for pid in sorted(profs):
         p = profs[pid]
         rate = int(p.meta["rate"])
-        got = p.total() / rate
+        got, cov = p.total() / rate, float(p.meta["cpu_s"])
         total += got
+        covered += cov
         burn = p.total(has_frame("_burn")) / rate
-        lines.append("pid %d: profile %.3f s (%.3f s in *_burn), /proc %.3f s, timer %s"
-                     % (pid, got, burn, cpu[pid], p.meta.get("timer")))
-        if cpu[pid] >= MEASURED and abs(got - cpu[pid]) > 0.05 * cpu[pid]:
+        lines.append("pid %d: profile %.3f s (%.3f s in *_burn), sampling covered %.3f s, /proc %.3f s, timer %s"
+                     % (pid, got, burn, cov, cpu[pid], p.meta.get("timer")))
+        if cpu[pid] >= MEASURED and not matches(got, cov, cpu[pid]):
             bad.append(pid)
     if tree is not None:
-        lines.append("tree: profiles %.3f s, rusage %.3f s" % (total, tree))
+        lines.append("tree: profiles %.3f s, sampling covered %.3f s, rusage %.3f s" % (total, covered, tree))
     report = "%s:\n  %s" % (what, "\n  ".join(lines))
     print(report)
-    burning = workers if workers is not None else [pid for pid in profs if cpu[pid] >= MEASURED]
+    root = next(iter(cpu))
+    burning = workers if workers is not None else [
+        pid for pid in profs if cpu[pid] >= MEASURED and pid != root]
     check(len(burning) >= 2, "%s: fewer than 2 processes did the work\n%s" % (what, report))
     for pid in burning:
         check(profs[pid].total(has_frame("_burn")) > 0, "%s: no sample of *_burn in %d\n%s" % (what, pid, report))
     check(not bad, "%s: CPU of %s differs by more than 5%%\n%s" % (what, bad, report))
-    check(tree is None or abs(total - tree) <= 0.05 * tree,
+    check(tree is None or (abs(total - covered) <= 0.05 * covered
+                           and tree - covered <= 0.05 * tree + UNCOVERED * len(profs)),
           "%s: whole tree differs by more than 5%%\n%s" % (what, report))
     uploads_match(ctx, profs, what)
 
