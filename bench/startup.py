@@ -17,7 +17,11 @@ the noise floor. With --against, an earlier build of the library runs in the sam
 millisecond each, so they get more rounds (--small-rounds). Time is wall-clock from spawn to reaped exit (os.posix_spawn, output to
 /dev/null), and the child's CPU time (user + system, from wait4), which a loaded machine
 disturbs less. Reported: medians, the interquartile range, and the agent's cost as the median
-of the per-round differences B - A (the A/A column is the same for A' - A). Prints Markdown."""
+of the per-round differences B - A (the A/A column is the same for A' - A), the minor page
+faults the agent adds (from wait4, which load does not move), and first what this machine
+charges for a system call and for a fresh page's first touch, measured in the same run: on a
+VM where a fault costs 10-20 us, the pages a library touches weigh more than its instructions.
+Prints Markdown."""
 import argparse
 import json
 import os
@@ -35,7 +39,8 @@ BURN = "import time\nt = time.process_time() + 0.05\nwhile time.process_time() <
 
 
 def spawn(argv, env):
-    """(seconds from spawn to reaped exit, the child's CPU seconds); exits on a failing run."""
+    """(seconds from spawn to reaped exit, the child's CPU seconds, its minor page faults);
+    exits on a failing run."""
     fa = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
           (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
           (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
@@ -45,7 +50,7 @@ def spawn(argv, env):
     t = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("run failed (%s): %s" % (os.waitstatus_to_exitcode(status), argv))
-    return t, ru.ru_utime + ru.ru_stime
+    return t, ru.ru_utime + ru.ru_stime, ru.ru_minflt
 
 
 class BlackHole:
@@ -143,9 +148,62 @@ def measure(name, argv, env_a, env_bs, goal, rounds):
             k = (r + i) % len(envs)
             runs[k].append(spawn(argv, envs[k]))
     order = [0, 1, len(envs) - 1] + ([2] if len(envs) == 4 else [])
-    wall = stats(*([t for t, _ in runs[k]] for k in order))
-    cpu = stats(*([c for _, c in runs[k]] for k in order))
-    return {"case": name, "rounds": rounds, "goal_ms": goal, "wall": wall, "cpu": cpu}
+    wall = stats(*([t for t, _, _ in runs[k]] for k in order))
+    cpu = stats(*([c for _, c, _ in runs[k]] for k in order))
+    faults = statistics.median(b[2] - a[2] for a, b in zip(runs[0], runs[1]))
+    return {"case": name, "rounds": rounds, "goal_ms": goal, "wall": wall, "cpu": cpu, "faults": faults}
+
+
+FLOOR_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+int main(void) {
+    enum { ROUNDS = 41, CALLS = 2000, PAGES = 64 };
+    double sc[ROUNDS], pf[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        double t = now();
+        for (int i = 0; i < CALLS; i++)
+            syscall(SYS_getppid);
+        sc[r] = (now() - t) / CALLS;
+        char *p = mmap(NULL, PAGES * 4096L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return 1;
+        t = now();
+        for (int i = 0; i < PAGES; i++)
+            p[i * 4096L] = 1;
+        pf[r] = (now() - t) / PAGES;
+        munmap(p, PAGES * 4096L);
+    }
+    qsort(sc, ROUNDS, sizeof *sc, cmp);
+    qsort(pf, ROUNDS, sizeof *pf, cmp);
+    printf("%.3f %.3f\n", sc[ROUNDS / 2], pf[ROUNDS / 2]);
+    return 0;
+}
+"""
+
+
+def machine_floor(tmp):
+    """(a system call, a fresh page's first touch) in microseconds, medians: what this machine
+    charges for the two things a preloaded library adds at start-up besides instructions."""
+    src, exe = os.path.join(tmp, "floor.c"), os.path.join(tmp, "floor")
+    with open(src, "w") as f:
+        f.write(FLOOR_C)
+    subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+    out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
 
 
 def main():
@@ -174,9 +232,13 @@ def main():
     print("Python: %s; agent: %s%s; %d rounds (start-up; %d for /bin/true and sh -c true), %d rounds (exit); "
           "A, B, %sA' interleaved\n" % (a.python, lib, "; earlier library: %s" % against if against else "",
                                         a.rounds, small, a.exit_rounds, "C, " if against else ""))
+    syscall_us, fault_us = machine_floor(tmp)
+    print("This machine: a system call %.2f us, a fresh page's first touch (a minor fault) %.2f us (medians)\n"
+          % (syscall_us, fault_us))
     print("| case | rounds | without: median (IQR) | with: median (IQR) | agent's cost | A/A | goal "
-          "| CPU without | CPU cost | CPU A/A |%s" % (" earlier library's cost | its CPU cost |" if against else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|%s" % ("---|---|" if against else ""))
+          "| CPU without | CPU cost | CPU A/A | page faults added |%s"
+          % (" earlier library's cost | its CPU cost |" if against else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|%s" % ("---|---|" if against else ""))
     rows = []
     for c in start + exits:
         if a.only and a.only not in c[0]:
@@ -190,13 +252,13 @@ def main():
         elif against:
             earlier = " | |"
         print("| %s | %d | %.2f ms (%.2f) | %.2f ms (%.2f) | %+.3f ms | %+.3f ms | %s%g ms | %.2f ms | %+.3f ms | "
-              "%+.3f ms |%s"
+              "%+.3f ms | %+g |%s"
               % (r["case"], r["rounds"], w["without_ms"], w["without_iqr"], w["with_ms"], w["with_iqr"], w["cost_ms"],
                  w["aa_ms"], "≤ +" if r["goal_ms"] else "+", r["goal_ms"], cp["without_ms"], cp["cost_ms"],
-                 cp["aa_ms"], earlier), flush=True)
+                 cp["aa_ms"], r["faults"], earlier), flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"syscall_us": syscall_us, "fault_us": fault_us, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
