@@ -529,23 +529,39 @@ def test_gil_wait_cpu_mode(ctx):
     check(0.99 * wait <= summed <= wait, "the threads' waits add up to %d, gil_wait is %d" % (summed, wait))
 
 
+def native_under(name):
+    """A stack with a native frame ("symbol [object]") below the Python frame name."""
+    def pred(frames):
+        names = [frame_name(f) for f in frames]
+        if name not in names:
+            return False
+        return any(f.endswith("]") and " [" in f for f in frames[names.index(name) + 1:])
+    return pred
+
+
 def test_native_frames(ctx):
-    """PYAGENT_NATIVE=1: zlib's C frames under the Python function that called it, with a
-    share within 3 points of the time measured."""
+    """PYAGENT_NATIVE=1: compress()'s C frames (the zlib module, libz, and the allocator it
+    calls for its output) under the Python function that called it, with a share within 3
+    points of the time measured; most of them in libz."""
     r = ctx.same_as_without(["modes.py", "truth.json", "native"], env={"PYAGENT_NATIVE": "1"})
     truth = json.load(open(os.path.join(r.cwd, "truth.json")))
     p = r.profile()
     in_zlib = lambda fr: any("[libz.so" in f for f in fr)  # noqa: E731
     measured = lambda fr: any(frame_name(f) in ("compress", "py_work") for f in fr)  # noqa: E731
-    got = share_of(p, in_zlib, measured)
+    # compress() also grows and frees its output (_PyBytes_Resize, realloc, munmap): on a VM
+    # whose page faults cost 10-20 us that was 9% of its samples, outside libz but native.
+    got = share_of(p, native_under("compress"), measured)
+    zlib = share_of(p, in_zlib, measured)
     want = 100.0 * truth["compress"] / (truth["compress"] + truth["py_work"])
     # A debug interpreter fills and checks every allocation zlib.compress makes for its
-    # output: time inside the call but outside libz, in interpreter code a stripped build
-    # cannot name. The share is compared on release builds.
+    # output: time inside the call, in interpreter code a stripped build cannot name. The
+    # share is compared on release builds.
     debug = ctx.run([ctx.python, "-c", "import sys; print(hasattr(sys, 'gettotalrefcount'))"], agent=False).out.strip() == "True"
+    print("native frames under compress(): %.1f%% of the samples (libz %.1f%%), measured %.1f%%" % (got, zlib, want))
     if not debug:
-        check(abs(got - want) <= 3.0, "zlib's share %.1f%%, measured %.1f%%" % (got, want))
-    check(got > 0, "no zlib frames at all")
+        check(abs(got - want) <= 3.0, "compress()'s native share %.1f%% (libz %.1f%%), measured %.1f%%" % (got, zlib, want))
+        check(zlib >= 0.75 * got, "libz %.1f%% of compress()'s native %.1f%%" % (zlib, got))
+    check(zlib > 0, "no zlib frames at all")
     # Order: the C frames are on the leaf side of compress(). The import of zlib calls into
     # libz too (zlibVersion, from the module's exec), where a loaded machine once sampled it:
     # that stack is right without compress().
