@@ -1,7 +1,7 @@
 """Work whose shares are known, for the sampling modes. argv[1]: JSON file for the truth.
 - native: compress() spends its time in zlib's C code, py_work() in Python.
 - wall: sleeper() sleeps (no CPU), spinner() burns CPU, both measured in wall time.
-- gil: two threads take turns on the GIL, a third sleeps."""
+- gil: two threads take turns on the GIL, a third sleeps (and says how much CPU it used)."""
 import json
 import os
 import sys
@@ -28,8 +28,10 @@ def py_work(seconds):
             x += i
 
 
-def sleeper(seconds):
+def sleeper(seconds, out=None):
     time.sleep(seconds)
+    if out is not None:  # the CPU time the thread used, from its start to here
+        out["sleepy_cpu"] = time.thread_time()
 
 
 def spinner(seconds):
@@ -55,7 +57,7 @@ elif mode == "wall":
     truth = {"sleeper": t1 - t0, "spinner": t2 - t1}
 elif mode == "gil":
     ts = [threading.Thread(target=spinner, args=(2.0,), name="spin%d" % i) for i in range(2)]
-    ts.append(threading.Thread(target=sleeper, args=(2.0,), name="sleepy"))
+    ts.append(threading.Thread(target=sleeper, args=(2.0, truth), name="sleepy"))
     for t in ts:
         t.start()
     for t in ts:
