@@ -37,6 +37,20 @@ static void put_folded_frame(pa_buf *b, const char *s, size_t len) {
     pa_buf_append(b, s + start, len - start);
 }
 
+/* Which frames need put_folded_frame: a frame occurs in many stacks, and scanning it once
+ * rather than at each occurrence took most of the time of writing a folded file (790,000 of
+ * the exit's 2.3 million instructions for `import asyncio` at 20 Hz). */
+static unsigned char *frames_to_escape(const pa_profile *p) {
+    size_t n = pa_profile_frame_count(p);
+    unsigned char *esc = pa_xrealloc(NULL, n + 1);
+    for (size_t id = 0; id < n; id++) {
+        size_t len;
+        const char *f = pa_profile_frame(p, (uint32_t)id, &len);
+        esc[id] = memchr(f, ';', len) || memchr(f, '\n', len) || memchr(f, '\r', len);
+    }
+    return esc;
+}
+
 /* The "#t" line of every stack that has time: its entries in (stack, time) order. */
 struct time_lines {
     pa_time_index ix;
@@ -74,7 +88,7 @@ static void time_line(const struct time_lines *tl, const pa_profile *p, size_t s
     pa_buf_append(out, "\n", 1);
 }
 
-static void put_stack_line(const pa_profile *p, size_t s, pa_buf *out);
+static void put_stack_line(const pa_profile *p, size_t s, const unsigned char *esc, pa_buf *out);
 
 void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
     if (pa_profile_meta_count(p) || pa_profile_bucket_ms(p)) {
@@ -88,21 +102,25 @@ void pa_profile_encode_folded(const pa_profile *p, pa_buf *out) {
     }
     struct time_lines tl;
     time_lines_init(&tl, p);
+    unsigned char *esc = frames_to_escape(p);
     size_t nstacks = pa_profile_stack_count(p);
     for (size_t s = 0; s < nstacks; s++) {
-        put_stack_line(p, s, out);
+        put_stack_line(p, s, esc, out);
         time_line(&tl, p, s, out);
     }
+    free(esc);
     pa_time_index_free(&tl.ix);
 }
 
 void pa_profile_encode_folded_stacks(const pa_profile *p, pa_buf *out) {
+    unsigned char *esc = frames_to_escape(p);
     size_t nstacks = pa_profile_stack_count(p);
     for (size_t s = 0; s < nstacks; s++)
-        put_stack_line(p, s, out);
+        put_stack_line(p, s, esc, out);
+    free(esc);
 }
 
-static void put_stack_line(const pa_profile *p, size_t s, pa_buf *out) {
+static void put_stack_line(const pa_profile *p, size_t s, const unsigned char *esc, pa_buf *out) {
     size_t n;
     uint64_t count;
     const uint32_t *ids = pa_profile_stack(p, s, &n, &count);
@@ -111,7 +129,10 @@ static void put_stack_line(const pa_profile *p, size_t s, pa_buf *out) {
         const char *f = pa_profile_frame(p, ids[k], &len);
         if (k)
             pa_buf_append(out, ";", 1);
-        put_folded_frame(out, f, len);
+        if (esc[ids[k]])
+            put_folded_frame(out, f, len);
+        else
+            pa_buf_append(out, f, len);
     }
     pa_buf_append(out, " ", 1);
     put_u64(out, count);
