@@ -44,6 +44,12 @@ struct code_entry {
      * reads a consistent pair: a caller's frame sits at the same call site sample after
      * sample, and decoding a 3.11+ location table from its start costs far more. */
     _Atomic uint64_t last_line;
+    /* Where the last decode of a 3.11+ location table found its entry (packed, see
+     * pack_resume): a later offset is decoded from there rather than from the table's start.
+     * A module body runs from its top to its end while it is imported, and each sample of it
+     * decoded its long table from the start (half of the handler's instructions in `import
+     * asyncio`). */
+    _Atomic uint64_t resume;
 };
 
 static _Atomic uint32_t *index1; /* 2^FIRST_LOG2 slots */
@@ -306,11 +312,23 @@ struct location {
     int line, end_line, col, end_col;
 };
 
-/* Decodes the entry that covers code unit target_units into *out; 0 when none does (past the
- * end, or a garbage table). Entries before it are skipped, their columns left unread. */
-static int locate(uintptr_t tab, long size, int line, long target_units, struct location *out) {
-    long addr = 0, i = 0;
+/* A position in a location table at the start of an entry: its byte, its first code unit,
+ * the line before its delta. */
+struct table_pos {
+    long i, addr;
+    int line;
+};
+
+/* Decodes the entry that covers code unit target_units into *out, from *at (a position at or
+ * before it), and leaves *at at that entry's start; 0 when none does (past the end, or a
+ * garbage table). Entries before it are skipped, their columns left unread. */
+static int locate_from(uintptr_t tab, long size, struct table_pos *at, long target_units,
+                       struct location *out) {
+    long addr = at->addr, i = at->i;
+    int line = at->line;
     while (i < size) {
+        long entry = i;
+        int entry_line = line;
         unsigned first = PA_READ(uint8_t, tab + i++);
         if (!(first & 0x80))
             return 0; /* lost sync: garbage table */
@@ -348,11 +366,55 @@ static int locate(uintptr_t tab, long size, int line, long target_units, struct 
         if (hit) {
             loc.line = code == 15 ? -1 : line;
             *out = loc;
+            *at = (struct table_pos){entry, addr, entry_line};
             return 1;
         }
         addr += len;
     }
     return 0;
+}
+
+static int locate(uintptr_t tab, long size, int line, long target_units, struct location *out) {
+    struct table_pos at = {0, 0, line};
+    return locate_from(tab, size, &at, target_units, out);
+}
+
+/* A table position in 64 bits, relative to the first line: byte 24 bits, code unit 20 bits,
+ * line 20 bits (signed). 0: none, or a position that does not fit (decoded from the start). */
+static uint64_t pack_resume(const struct table_pos *p, int first) {
+    long d = (long)p->line - first;
+    if (p->i <= 0 || p->i >= (1L << 24) || p->addr < 0 || p->addr >= (1L << 20) ||
+        d < -(1L << 19) || d >= (1L << 19))
+        return 0;
+    return (uint64_t)p->i | (uint64_t)p->addr << 24 | (uint64_t)(d + (1L << 19)) << 44;
+}
+
+static struct table_pos unpack_resume(uint64_t v, int first) {
+    return (struct table_pos){(long)(v & 0xffffff), (long)(v >> 24 & 0xfffff),
+                              first + (int)((long)(v >> 44) - (1L << 19))};
+}
+
+/* pa_code_line for a 3.11+ table, from the entry's resume point when the offset is at or past
+ * it. A position that reads as garbage (a table replaced under a reused entry) is dropped and
+ * the table decoded from its start. */
+static int line_resumed(struct code_entry *e, uintptr_t tab, long size, int first, long target) {
+    struct table_pos at = {0, 0, first};
+    uint64_t v = atomic_load_explicit(&e->resume, memory_order_relaxed);
+    if (v) {
+        struct table_pos r = unpack_resume(v, first);
+        if (r.addr <= target && r.i < size)
+            at = r;
+    }
+    struct location loc;
+    if (!locate_from(tab, size, &at, target, &loc)) {
+        if (at.i == 0)
+            return -1;
+        at = (struct table_pos){0, 0, first};
+        if (!locate_from(tab, size, &at, target, &loc))
+            return -1;
+    }
+    atomic_store_explicit(&e->resume, pack_resume(&at, first), memory_order_relaxed);
+    return loc.line;
 }
 
 static int line_locations(uintptr_t tab, long size, int line, long target_units) {
@@ -368,7 +430,18 @@ int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code,
     uint64_t last = atomic_load_explicit(&e->last_line, memory_order_relaxed);
     if ((last & 0xffffffff00000000ULL) == key)
         return (int32_t)(uint32_t)last;
-    int line = pa_code_line(py, code, offset_bytes);
+    int line;
+    const struct pa_layout *l = &py->layout;
+    uintptr_t tab;
+    long size;
+    if (l->line_kind != PA_LINE_LOCATIONS)
+        line = pa_code_line(py, code, offset_bytes);
+    else if (offset_bytes < 0 ||
+             !bytes_of(py, PA_READ(uintptr_t, code + l->co_linetable), &tab, &size))
+        line = -1;
+    else
+        line = line_resumed(e, tab, size, PA_READ(int32_t, code + l->co_firstlineno),
+                            offset_bytes / 2);
     atomic_store_explicit(&e->last_line, key | (uint32_t)line, memory_order_relaxed);
     return line;
 }

@@ -88,6 +88,31 @@ def test_line_numbers(ctx):
     check(lines.get(hot, 0) >= 0.9 * total, "hot line %d has %d of %d samples: %r" % (hot, lines.get(hot, 0), total, lines))
 
 
+def test_line_numbers_many(ctx):
+    """One code object sampled at many offsets, later and earlier ones in turn (a module
+    body's loops top to bottom, a function's two loops alternately): the line of each sample
+    is the busy line it was taken on. 3.11+ decodes from where the last sample's entry was
+    found (agent/codecache.c, line_resumed); a wrong position there gives wrong lines."""
+    src = open(os.path.join(PROGRAMS, "lines_many.py")).read().splitlines()
+    loops = {i + 1 for i, l in enumerate(src) if l.endswith("# LOOP")}
+    r = ctx.run(["lines_many.py"], env={"PYAGENT_RATE": "1000"})
+    check(r.rc == 0 and "lines_many done" in r.out, r.err)
+    p = r.profile()
+    lines = {}
+    for frames, c in p.stacks:
+        ours = [f for f in frames if re.search(r"lines_many\.py:\d+\)$", f)]
+        if ours:
+            line = int(re.search(r":(\d+)\)$", ours[-1]).group(1))
+            lines[line] = lines.get(line, 0) + c
+    total = sum(lines.values())
+    busy = sum(c for line, c in lines.items() if line in loops)
+    print("samples by line: %r" % sorted(lines.items()))
+    check(total >= 300, "too few samples: %r" % lines)
+    check(busy >= 0.95 * total, "%d of %d samples on the busy lines %r: %r" % (busy, total, sorted(loops), lines))
+    missing = sorted(line for line in loops if not lines.get(line))
+    check(not missing, "no sample on busy lines %r: %r" % (missing, lines))
+
+
 def test_stack_shapes(ctx):
     """Deep recursion, generators, coroutines, exceptions and 300 short threads."""
     r = ctx.same_as_without(["shapes.py"])
