@@ -90,12 +90,21 @@ def test_line_numbers(ctx):
 
 def test_line_numbers_many(ctx):
     """One code object sampled at many offsets, later and earlier ones in turn (a module
-    body's loops top to bottom, a function's two loops alternately): the line of each sample
-    is the busy line it was taken on. 3.11+ decodes from where the last sample's entry was
+    body's twelve busy loops run top to bottom, then a function's two loops alternately; the
+    program is written here): the line of each sample is the busy line it was taken on. 3.11+ decodes from where the last sample's entry was
     found (agent/codecache.c, line_resumed); a wrong position there gives wrong lines."""
-    src = open(os.path.join(PROGRAMS, "lines_many.py")).read().splitlines()
+    busy = "while time.thread_time() < t: pass  # LOOP"
+    src = ["import time", "", "", "def zig(which):", "    t = time.thread_time() + 0.02", "    if which:",
+           "        " + busy, "    else:", "        " + busy, "", ""]
+    for _ in range(12):  # the module body's loops, top to bottom
+        src += ["t = time.thread_time() + 0.04", busy]
+    src += ["for k in range(24):", "    zig(k % 2)", 'print("lines_many done")']
+    cwd = ctx.workdir()
+    prog = os.path.join(cwd, "lines_many.py")
+    with open(prog, "w") as f:
+        f.write("\n".join(src) + "\n")
     loops = {i + 1 for i, l in enumerate(src) if l.endswith("# LOOP")}
-    r = ctx.run(["lines_many.py"], env={"PYAGENT_RATE": "1000"})
+    r = ctx.run([prog], env={"PYAGENT_RATE": "1000"}, cwd=cwd)
     check(r.rc == 0 and "lines_many done" in r.out, r.err)
     p = r.profile()
     lines = {}
