@@ -422,31 +422,10 @@ static int line_locations(uintptr_t tab, long size, int line, long target_units)
     return locate(tab, size, line, target_units, &loc) ? loc.line : -1;
 }
 
-int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code,
-                        long offset_bytes) {
-    struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
-    /* offset + 1 so that a zero word means "nothing cached yet". */
-    uint64_t key = (uint64_t)(uint32_t)(offset_bytes + 1) << 32;
-    uint64_t last = atomic_load_explicit(&e->last_line, memory_order_relaxed);
-    if ((last & 0xffffffff00000000ULL) == key)
-        return (int32_t)(uint32_t)last;
-    int line;
-    const struct pa_layout *l = &py->layout;
-    uintptr_t tab;
-    long size;
-    if (l->line_kind != PA_LINE_LOCATIONS)
-        line = pa_code_line(py, code, offset_bytes);
-    else if (offset_bytes < 0 ||
-             !bytes_of(py, PA_READ(uintptr_t, code + l->co_linetable), &tab, &size))
-        line = -1;
-    else
-        line = line_resumed(e, tab, size, PA_READ(int32_t, code + l->co_firstlineno),
-                            offset_bytes / 2);
-    atomic_store_explicit(&e->last_line, key | (uint32_t)line, memory_order_relaxed);
-    return line;
-}
-
-int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes) {
+/* The line of offset_bytes in code; a 3.11+ table from e's resume position when there is an
+ * entry. */
+static int code_line(const struct pa_python *py, struct code_entry *e, uintptr_t code,
+                     long offset_bytes) {
     const struct pa_layout *l = &py->layout;
     uintptr_t tab;
     long size;
@@ -459,8 +438,26 @@ int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes) 
     case PA_LINE_TABLE310:
         return line_310(tab, size, first, offset_bytes);
     default:
-        return line_locations(tab, size, first, offset_bytes / 2);
+        return e ? line_resumed(e, tab, size, first, offset_bytes / 2)
+                 : line_locations(tab, size, first, offset_bytes / 2);
     }
+}
+
+int pa_code_line_cached(const struct pa_python *py, uint32_t id, uintptr_t code,
+                        long offset_bytes) {
+    struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
+    /* offset + 1 so that a zero word means "nothing cached yet". */
+    uint64_t key = (uint64_t)(uint32_t)(offset_bytes + 1) << 32;
+    uint64_t last = atomic_load_explicit(&e->last_line, memory_order_relaxed);
+    if ((last & 0xffffffff00000000ULL) == key)
+        return (int32_t)(uint32_t)last;
+    int line = code_line(py, e, code, offset_bytes);
+    atomic_store_explicit(&e->last_line, key | (uint32_t)line, memory_order_relaxed);
+    return line;
+}
+
+int pa_code_line(const struct pa_python *py, uintptr_t code, long offset_bytes) {
+    return code_line(py, NULL, code, offset_bytes);
 }
 
 /* ---- columns (normal context) ----------------------------------------------------------- */
