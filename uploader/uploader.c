@@ -304,38 +304,33 @@ static uint32_t code_frame(const struct pa_frame *f) {
     return intern_utf8(buf, (size_t)n);
 }
 
-/* The frames a drain has interned, by their whole pa_frame: a frame occurs in many stacks
- * (an import chain's thirty frames are shared by every sample taken under it), and making its
- * text (names, file, line, a native symbol's lookup), checking it as UTF-8 and hashing it
- * into the profile at each occurrence was most of a drain's work (about 1 million of the exit
+/* The frames a drain has interned, one slot per code object (ids are dense, in the order
+ * the code objects were first met), for the line and instruction it was last met at: a frame
+ * occurs in many stacks (an import chain's thirty frames are shared by every sample taken
+ * under it), and making its text (names, file, line), checking it as UTF-8 and hashing it into
+ * the profile at each occurrence was most of a drain's work (about 1 million of the exit
  * flush's instructions in `import asyncio` at 20 Hz, for some 3,000 occurrences of a few
- * hundred frames). Valid for one drain: `pending` may be sent and emptied between two, so a
- * drain bumps the generation rather than clearing. */
-enum { MEMO_SLOTS = 1 << 12, MEMO_PROBE = 8 };
+ * hundred frames). Dense, so that a short program touches a page or two of it (a hash table
+ * spread over 80 KiB cost 16 page faults at exit). Valid for one drain: `pending` may be sent
+ * and emptied between two, so a drain bumps the generation rather than clearing. Native and
+ * synthetic frames are made each time. */
+enum { MEMO_CODES = 1 << 14 };
 struct frame_memo {
-    struct pa_frame f;
-    uint32_t id, gen;
+    int32_t line;
+    uint32_t instr, id, gen;
 };
-static struct frame_memo memo[MEMO_SLOTS] PA_LARGE_BSS(frame_memo);
+static struct frame_memo memo[MEMO_CODES] PA_LARGE_BSS(frame_memo);
 static uint32_t memo_gen;
 
 static uint32_t memo_frame(const struct pa_frame *f) {
-    uint32_t h =
-        (f->id * 0x9e3779b1u) ^ ((uint32_t)f->line * 0x85ebca6bu) ^ (f->instr * 0xc2b2ae35u);
-    h ^= h >> 15;
-    struct frame_memo *free_slot = NULL;
-    for (unsigned k = 0; k < MEMO_PROBE; k++) {
-        struct frame_memo *m = &memo[(h + k) & (MEMO_SLOTS - 1)];
-        if (m->gen != memo_gen) {
-            free_slot = free_slot ? free_slot : m;
-            continue;
-        }
-        if (m->f.id == f->id && m->f.line == f->line && m->f.instr == f->instr)
-            return m->id;
-    }
+    uint32_t k = f->id - PA_SYN_FIRST_CODE;
+    if (pa_native_is_native(f) || f->id < PA_SYN_FIRST_CODE || k >= MEMO_CODES)
+        return code_frame(f);
+    struct frame_memo *m = &memo[k];
+    if (m->gen == memo_gen && m->line == f->line && m->instr == f->instr)
+        return m->id;
     uint32_t id = code_frame(f);
-    struct frame_memo *m = free_slot ? free_slot : &memo[h & (MEMO_SLOTS - 1)];
-    *m = (struct frame_memo){*f, id, memo_gen};
+    *m = (struct frame_memo){f->line, f->instr, id, memo_gen};
     return id;
 }
 
