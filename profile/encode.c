@@ -24,11 +24,15 @@ static void put_u64(pa_buf *b, uint64_t v) {
 }
 
 /* Folded frames must not contain the separators of the format. */
+static int folded_separator(char c) {
+    return c == ';' || c == '\n' || c == '\r';
+}
+
 static void put_folded_frame(pa_buf *b, const char *s, size_t len) {
     size_t start = 0;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
-        if (c == ';' || c == '\n' || c == '\r') {
+        if (folded_separator(c)) {
             pa_buf_append(b, s + start, i - start);
             pa_buf_append(b, c == ';' ? ":" : " ", 1);
             start = i + 1;
@@ -46,7 +50,9 @@ static unsigned char *frames_to_escape(const pa_profile *p) {
     for (size_t id = 0; id < n; id++) {
         size_t len;
         const char *f = pa_profile_frame(p, (uint32_t)id, &len);
-        esc[id] = memchr(f, ';', len) || memchr(f, '\n', len) || memchr(f, '\r', len);
+        esc[id] = 0;
+        for (size_t i = 0; i < len && !esc[id]; i++)
+            esc[id] = (unsigned char)folded_separator(f[i]);
     }
     return esc;
 }

@@ -142,16 +142,10 @@ static void unwrap(struct sigaction *sa, const struct sigaction *app) {
 }
 
 PA_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    /* A query of a signal we never take over reads the same in the owner and in a vfork
-     * child: the kernel's action, unwrapped. CPython queries every signal at start-up (64
-     * calls), so this path skips the owner test's getpid. */
-    if (!act && wrappable(sig)) {
-        int r = pa_real_sigaction(sig, NULL, old);
-        if (r == 0 && old)
-            unwrap(old, &app_act[sig]);
-        return r;
-    }
-    if (!pa_shim_owner()) {
+    /* Straight to the kernel, unwrapped, in a vfork child (not the owner) and for a query of
+     * a signal we never take over, which reads the same in the owner: CPython queries every
+     * signal at start-up (64 calls), and the query skips the owner test's getpid. */
+    if ((!act && wrappable(sig)) || !pa_shim_owner()) {
         int r = pa_real_sigaction(sig, act, old);
         if (r == 0 && old && sig > 0 && sig < NSIG)
             unwrap(old, &app_act[sig]);
