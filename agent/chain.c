@@ -13,7 +13,6 @@
 #include "../base/realfns.h"
 
 __thread int pa_handler_depth __attribute__((tls_model("initial-exec")));
-__thread const sigset_t *pa_sample_mask __attribute__((tls_model("initial-exec")));
 
 void pa_chain_default(int sig) {
     struct sigaction dfl;
@@ -54,10 +53,10 @@ void pa_chain(int sig, siginfo_t *si, void *uc, struct sigaction *app) {
 
 void pa_chain_call(int sig, siginfo_t *si, void *uc, const struct sigaction *a) {
     /* The mask the kernel would have set for the program's handler: the interrupted code's
-     * (the program's, not our sampling handler's if the signal came in during a sample), the
-     * handler's sa_mask, and the signal itself unless SA_NODEFER. */
+     * (our sampling handler never changes the mask: on_sigprof), the handler's sa_mask, and
+     * the signal itself unless SA_NODEFER. */
     sigset_t mask, old;
-    memcpy(&mask, pa_sample_mask ? pa_sample_mask : &((ucontext_t *)uc)->uc_sigmask, sizeof mask);
+    memcpy(&mask, &((ucontext_t *)uc)->uc_sigmask, sizeof mask);
     sigorset(&mask, &mask, &a->sa_mask);
     if (!(a->sa_flags & SA_NODEFER))
         sigaddset(&mask, sig);

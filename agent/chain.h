@@ -16,11 +16,6 @@
  * one of our locks, so no flush may run from there. */
 extern __thread int pa_handler_depth __attribute__((tls_model("initial-exec")));
 
-/* While our SIGPROF handler samples this thread: the interrupted code's mask. A signal that
- * arrives meanwhile finds SIGPROF blocked (our handler's mask), which the program's handler
- * must not see: chaining starts from this mask instead. */
-extern __thread const sigset_t *pa_sample_mask __attribute__((tls_model("initial-exec")));
-
 /* Calls the program's handler a (not SIG_DFL or SIG_IGN) with the mask the kernel would have
  * given it, counting the handler depth. */
 void pa_chain_call(int sig, siginfo_t *si, void *uc, const struct sigaction *a);

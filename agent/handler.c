@@ -91,7 +91,7 @@ int pa_handler_install(pa_error *err) {
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigprof;
     /* SA_RESTART: interrupted system calls resume, as Python expects of SIGPROF.
-     * SA_NODEFER: on_sigprof blocks SIGPROF itself (see there). */
+     * SA_NODEFER and an empty sa_mask: the program's mask stays in force (on_sigprof). */
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
     if (pa_real_sigaction(SIGPROF, &sa, &app_prof) != 0)
@@ -244,6 +244,10 @@ void pa_handler_fork_child(void) {
  * where that event's ring was. */
 static __thread uint64_t tls_event, tls_event_count __attribute__((tls_model("initial-exec")));
 static __thread const void *tls_ring __attribute__((tls_model("initial-exec")));
+/* This thread is in on_sigprof (1), and the POSIX-timer periods of our signals that came
+ * meanwhile, counted in its next sample (on_sigprof). */
+static __thread int tls_sampling __attribute__((tls_model("initial-exec")));
+static __thread uint64_t tls_carry __attribute__((tls_model("initial-exec")));
 
 /* The thread's first sample stands for its CPU time from now on: from its registration, or
  * from the fork in a child, whose clock restarts at 0 while pa_ctl_cpu_last still holds the
@@ -323,9 +327,11 @@ static uint64_t sample_weight(const siginfo_t *si) {
     uint64_t w;
     if (si->si_code == SI_TIMER) {
         /* A POSIX timer stops while the thread blocks SIGPROF and counts from its restart: the
-         * tick thread's time ends where this one's begins. */
+         * tick thread's time ends where this one's begins. The periods of its signals that
+         * came during an earlier sample (on_sigprof) count here. */
         pa_ctl_take_back(pa_ctl_self);
-        w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+        w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0) + tls_carry;
+        tls_carry = 0;
     } else if (pa_ctl_cpu_last == 0) { /* a thread never registered */
         pa_ctl_cpu_last = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         pa_ctl_cpu_rest = 0;
@@ -497,29 +503,30 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
 }
 
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {
-    /* In a handler, the mask is the handler's: what libunwind (or the program's handler we
-     * chain to) does to it is undone by sigreturn and must not stop or start our timer.
-     *
-     * The handler is installed with SA_NODEFER and blocks SIGPROF itself only once
-     * pa_sample_mask says what the program's mask is; it sets the program's mask back before
-     * clearing pa_sample_mask. So a signal of the program's that comes in at any instruction
-     * of this handler (a kill() that was pending with our timer's signal, say) finds, in the
-     * mask or in pa_sample_mask, the program's mask and never our SIGPROF: the program's
-     * handler runs with the mask the kernel would have given it without us. A timer signal
-     * in the few instructions before the block is a sample of its own, as it should be. */
+    /* Installed with SA_NODEFER and an empty sa_mask, and never changing the mask itself: the
+     * mask in force while it runs is the interrupted program's, so a signal of the program's
+     * that comes in at any instruction of it is delivered as without us (with the mask the
+     * kernel builds from the program's, never our SIGPROF blocked), with no system call per
+     * sample. A signal of our timer that comes while this thread takes a sample is not a
+     * sample of its own: its time counts in the thread's next sample (a perf event's weight is
+     * the CPU time since the last one; a POSIX timer's periods are carried, tls_carry). One in
+     * the few instructions before tls_sampling is set, or after it is cleared, is a sample of
+     * its own, as it should be. The program's own SIGPROF is chained to at any depth. */
     int saved = errno;
-    const sigset_t *outer = pa_sample_mask;
-    const sigset_t *program = &((ucontext_t *)uc)->uc_sigmask;
+    if (tls_sampling && pa_timer_is_ours(si)) {
+        atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
+        if (si->si_code == SI_TIMER)
+            tls_carry += 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+        errno = saved;
+        return;
+    }
+    int outer = tls_sampling;
     pa_handler_depth++;
-    pa_sample_mask = program;
-    sigset_t prof;
-    sigemptyset(&prof);
-    sigaddset(&prof, SIGPROF);
-    pa_real_pthread_sigmask(SIG_BLOCK, &prof, NULL);
-    errno = saved;
+    tls_sampling = 1;
+    atomic_signal_fence(memory_order_seq_cst);
     take_sample(sig, si, uc);
-    pa_real_pthread_sigmask(SIG_SETMASK, program, NULL);
-    pa_sample_mask = outer;
+    atomic_signal_fence(memory_order_seq_cst);
+    tls_sampling = outer;
     pa_handler_depth--;
     errno = saved;
 }

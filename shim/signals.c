@@ -75,15 +75,6 @@ static void wrapper(int sig, siginfo_t *si, void *uc) {
     handler3 fn = atomic_load_explicit(&app_fn[sig], memory_order_acquire);
     if ((uintptr_t)fn == (uintptr_t)SIG_DFL || (uintptr_t)fn == (uintptr_t)SIG_IGN)
         return; /* replaced while this signal was being delivered */
-    if (pa_sample_mask) {
-        /* Came in while our SIGPROF handler sampled this thread: the mask to run with is
-         * built from the program's, without our SIGPROF. */
-        struct sigaction a = app_act[sig];
-        a.sa_sigaction = fn;
-        a.sa_flags |= SA_SIGINFO;
-        pa_chain_call(sig, si, uc, &a);
-        return;
-    }
     pa_handler_depth++;
     fn(sig, si, uc); /* a one-argument handler ignores the other two (x86-64, arm64 ABIs) */
     pa_handler_depth--;

@@ -13,17 +13,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "thread_cpu.h"
+
 enum { GUARD = 256 * 1024, PATTERN = 0xA5 };
 
 static unsigned char *block;
 static size_t stack_size;
 static long burn_ns;
-
-static long thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
 
 static void burn(int sig, siginfo_t *si, void *uc) {
     (void)sig;

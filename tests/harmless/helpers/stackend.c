@@ -9,11 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
-static long thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
+#include "thread_cpu.h"
 
 /* The lowest address of this thread's stack (above its guard page), 0 if unknown. */
 static uintptr_t stack_low(void) {
