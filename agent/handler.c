@@ -244,9 +244,12 @@ void pa_handler_fork_child(void) {
  * where that event's ring was. */
 static __thread uint64_t tls_event, tls_event_count __attribute__((tls_model("initial-exec")));
 static __thread const void *tls_ring __attribute__((tls_model("initial-exec")));
-/* This thread is in on_sigprof (1), and the POSIX-timer periods of our signals that came
- * meanwhile, counted in its next sample (on_sigprof). */
-static __thread int tls_sampling __attribute__((tls_model("initial-exec")));
+/* The frame of the sample this thread is taking (on_sigprof's), 0 when none; that sample's
+ * weight until it is counted; and the weight the thread's next sample carries: the POSIX
+ * timer's periods of our signals that came during a sample, and the weight of a sample left
+ * unfinished (on_sigprof). */
+static __thread uintptr_t tls_sampling __attribute__((tls_model("initial-exec")));
+static __thread uint64_t tls_pending __attribute__((tls_model("initial-exec")));
 static __thread uint64_t tls_carry __attribute__((tls_model("initial-exec")));
 
 /* The thread's first sample stands for its CPU time from now on: from its registration, or
@@ -327,11 +330,9 @@ static uint64_t sample_weight(const siginfo_t *si) {
     uint64_t w;
     if (si->si_code == SI_TIMER) {
         /* A POSIX timer stops while the thread blocks SIGPROF and counts from its restart: the
-         * tick thread's time ends where this one's begins. The periods of its signals that
-         * came during an earlier sample (on_sigprof) count here. */
+         * tick thread's time ends where this one's begins. */
         pa_ctl_take_back(pa_ctl_self);
-        w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0) + tls_carry;
-        tls_carry = 0;
+        w = 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
     } else if (pa_ctl_cpu_last == 0) { /* a thread never registered */
         pa_ctl_cpu_last = pa_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         pa_ctl_cpu_rest = 0;
@@ -343,6 +344,8 @@ static uint64_t sample_weight(const siginfo_t *si) {
         w = used / period;
         pa_ctl_cpu_rest = used % period;
     }
+    w += tls_carry; /* what earlier signals could not count (on_sigprof) */
+    tls_carry = 0;
     return w > 1000 ? 1000 : w;
 }
 
@@ -358,6 +361,7 @@ void pa_handler_count(uint32_t serial, const struct pa_frame *frames, uint32_t d
         pa_table_add_time(t, (uint32_t)slot, b > time_base ? (uint32_t)(b - time_base) : 0, weight);
     }
     pa_tables_leave(t);
+    tls_pending = 0; /* counted: nothing to carry if the sample is left now */
 }
 
 /* Stack a sample needs below take_sample's frame when it runs on the program's alternate
@@ -480,6 +484,7 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
     pa_handler_phase(1);
     uint64_t t0 = pa_mono_ns();
     uint64_t weight = sample_weight(si);
+    tls_pending = weight; /* until counted: on_sigprof clears it */
     if (weight == 0) {
         hist_add(pa_mono_ns() - t0);
         return;
@@ -502,6 +507,33 @@ static void take_sample(int sig, siginfo_t *si, void *uc) {
     walk_and_count(uc, weight, t0, native, fit < (size_t)limit ? (int)fit : limit);
 }
 
+/* How far below a sample's frame a signal nested in that sample can interrupt: the sample's
+ * own frames (tens of KiB with native frames) and a program's handler nested in it. */
+#define SAMPLE_REACH ((uintptr_t)1 << 20)
+
+/* The stack pointer of the code the signal whose context is uc interrupted. */
+static uintptr_t interrupted_sp(const void *uc) {
+#if defined(__x86_64__)
+    return (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+    return (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.sp;
+#else
+    return (uintptr_t)uc; /* the signal frame lies just below it */
+#endif
+}
+
+/* Did the signal whose context is uc interrupt the sample this thread is taking? Then it
+ * interrupted code running below that sample's frame (on_sigprof's, in tls_sampling), on the
+ * same stack. A sample that a program's handler nested in it left by siglongjmp (as C
+ * libraries with alarm() timeouts do) never clears tls_sampling: the thread then runs above
+ * that frame again (the sample's frame lies below the signal frame the kernel pushed below
+ * the interrupted code), so its next signal is not taken for a nested one, and the stale
+ * frame is forgotten (on_sigprof). */
+static int nested_in_sample(const void *uc) {
+    uintptr_t m = tls_sampling, sp = interrupted_sp(uc);
+    return m != 0 && sp < m && m - sp < SAMPLE_REACH;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     /* Installed with SA_NODEFER and an empty sa_mask, and never changing the mask itself: the
      * mask in force while it runs is the interrupted program's, so a signal of the program's
@@ -510,22 +542,34 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
      * sample. A signal of our timer that comes while this thread takes a sample is not a
      * sample of its own: its time counts in the thread's next sample (a perf event's weight is
      * the CPU time since the last one; a POSIX timer's periods are carried, tls_carry). One in
-     * the few instructions before tls_sampling is set, or after it is cleared, is a sample of
-     * its own, as it should be. The program's own SIGPROF is chained to at any depth. */
+     * the few instructions before tls_sampling is set, or after it is restored, is a sample of
+     * its own, as it should be. The program's own SIGPROF is chained to at any depth. A sample
+     * left unfinished (a program's handler nested in it left by siglongjmp) is found at the
+     * thread's next signal (nested_in_sample): its weight, if not yet counted, counts there. */
     int saved = errno;
-    if (tls_sampling && pa_timer_is_ours(si)) {
+    int nested = nested_in_sample(uc);
+    if (nested && pa_timer_is_ours(si)) {
         atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
         if (si->si_code == SI_TIMER)
             tls_carry += 1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0);
         errno = saved;
         return;
     }
-    int outer = tls_sampling;
+    uintptr_t outer = tls_sampling;
+    uint64_t outer_pending = tls_pending;
+    if (!nested && outer) {
+        /* That sample was left unfinished: its frame is forgotten, its weight carried. */
+        tls_carry += outer_pending;
+        outer = 0;
+        outer_pending = 0;
+    }
     pa_handler_depth++;
-    tls_sampling = 1;
+    tls_sampling = (uintptr_t)__builtin_frame_address(0);
+    tls_pending = 0;
     atomic_signal_fence(memory_order_seq_cst);
     take_sample(sig, si, uc);
     atomic_signal_fence(memory_order_seq_cst);
+    tls_pending = outer_pending;
     tls_sampling = outer;
     pa_handler_depth--;
     errno = saved;

@@ -32,6 +32,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include <unistd.h>
 
 #include "../base/bss.h"
+#include "../base/realfns.h"
 #include "guard.h"
 
 enum { MAX_EVAL_RANGES = 8 };
@@ -292,8 +294,8 @@ struct probe {
 /* SIGNAL-HANDLER SIDE. One libunwind step from ip with made-up registers (word offsets into
  * the scratch area). Returns 0, or -1 where ip has no FDE (unw_get_proc_info then reports a
  * one-byte procedure of no format, and unw_step guesses from register values). */
-static __attribute__((noinline)) int probe_step(uintptr_t ip, int leaf, int sp_w, int bp_w,
-                                                int other_w, int first, struct probe *p) {
+static __attribute__((noinline)) int probe_step_unw(uintptr_t ip, int leaf, int sp_w, int bp_w,
+                                                    int other_w, int first, struct probe *p) {
     ucontext_t uc;
     memset(&uc, 0, sizeof uc);
     p->sp = (uintptr_t)(scratch + sp_w);
@@ -315,6 +317,35 @@ static __attribute__((noinline)) int probe_step(uintptr_t ip, int leaf, int sp_w
     p->sp2 = unw_get_reg(&cursor, UNW_REG_SP, &v) < 0 ? 0 : v;
     p->bp2 = unw_get_reg(&cursor, UNW_X86_64_RBP, &v) < 0 ? 0 : v;
     return 0;
+}
+
+/* SIGNAL-HANDLER SIDE. libunwind's step takes a mutex (its register-state cache; our build
+ * blocks no signal around it, scripts/libunwind.sh, and its per-thread cache is not built
+ * in). A handler of the program's that came in meanwhile and left by siglongjmp (C libraries'
+ * alarm() timeouts) left it locked for good, and the thread's next sample that needed
+ * libunwind waited forever: the program hung (harmless.md, class 19). So every signal but
+ * the synchronous ones (a guarded read's fault must still reach the guard) waits while
+ * libunwind runs: microseconds, and only in the samples the step cache cannot unwind. */
+static void hold_signals(sigset_t *old) {
+    sigset_t all;
+    sigfillset(&all);
+    static const int sync_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof sync_signals / sizeof sync_signals[0]; i++)
+        sigdelset(&all, sync_signals[i]);
+    pa_real_pthread_sigmask(SIG_SETMASK, &all, old);
+}
+
+static void release_signals(const sigset_t *old) {
+    pa_real_pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+static int probe_step(uintptr_t ip, int leaf, int sp_w, int bp_w, int other_w, int first,
+                      struct probe *p) {
+    sigset_t old;
+    hold_signals(&old);
+    int r = probe_step_unw(ip, leaf, sp_w, bp_w, other_w, first, p);
+    release_signals(&old);
+    return r;
 }
 
 /* SIGNAL-HANDLER SIDE. The rule of the instruction at ip, learned from libunwind (above). Two
@@ -401,8 +432,8 @@ static uint64_t memo_lookup(uint64_t tag, int *j) {
 /* SIGNAL-HANDLER SIDE. The interrupted frame's step by libunwind, from the signal's context:
  * the caller's ip, sp and rbp (bp_at 1 when rbp cannot be read, so that a rule needing it
  * stops, as libunwind would). Returns 1, or 0 where libunwind's walk ends after the leaf. */
-static __attribute__((noinline)) int leaf_step(void *ucontext, uintptr_t *ip, uintptr_t *sp,
-                                               uintptr_t *bp, uintptr_t *bp_at) {
+static __attribute__((noinline)) int leaf_step_unw(void *ucontext, uintptr_t *ip, uintptr_t *sp,
+                                                   uintptr_t *bp, uintptr_t *bp_at) {
     unw_cursor_t cursor;
     unw_word_t v;
     if (unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) < 0 ||
@@ -415,6 +446,15 @@ static __attribute__((noinline)) int leaf_step(void *ucontext, uintptr_t *ip, ui
     *bp_at = unw_get_reg(&cursor, UNW_X86_64_RBP, &v) < 0 ? 1 : 0;
     *bp = v;
     return 1;
+}
+
+static int leaf_step(void *ucontext, uintptr_t *ip, uintptr_t *sp, uintptr_t *bp,
+                     uintptr_t *bp_at) {
+    sigset_t old;
+    hold_signals(&old);
+    int r = leaf_step_unw(ucontext, ip, sp, bp, bp_at);
+    release_signals(&old);
+    return r;
 }
 
 /* SIGNAL-HANDLER SIDE. The walk with learned rules: the same frames as walk_libunwind, or,
@@ -614,7 +654,7 @@ int pa_native_init(void) {
 
 /* SIGNAL-HANDLER SIDE. libunwind's walk, one unw_step per frame: the reference the step
  * cache must agree with, and the path for stacks the cache cannot take. */
-static __attribute__((noinline)) int walk_libunwind(void *ucontext, uintptr_t *ips, int max) {
+static __attribute__((noinline)) int walk_libunwind_unw(void *ucontext, uintptr_t *ips, int max) {
     unw_cursor_t cursor;
     /* On x86-64 and aarch64 unw_context_t is ucontext_t, so the kernel's signal context is a
      * valid starting point; the flag says its PC is the interrupted instruction itself, not a
@@ -631,6 +671,14 @@ static __attribute__((noinline)) int walk_libunwind(void *ucontext, uintptr_t *i
         if (n >= max || unw_step(&cursor) <= 0)
             break;
     }
+    return n;
+}
+
+static int walk_libunwind(void *ucontext, uintptr_t *ips, int max) {
+    sigset_t old;
+    hold_signals(&old);
+    int n = walk_libunwind_unw(ucontext, ips, max);
+    release_signals(&old);
     return n;
 }
 

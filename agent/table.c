@@ -239,14 +239,35 @@ void pa_tables_leave(struct pa_table *t) {
     atomic_fetch_sub(&t->writers, 1);
 }
 
+unsigned long pa_tables_abandoned;
+
+/* How long the swap waits for the handlers still inside the old table. */
+#define SWAP_WAIT_NS 100000000u
+
 struct pa_table *pa_tables_swap(struct pa_tables *ts) {
     struct pa_table *old = atomic_load(&ts->active);
     struct pa_table *next = old == &ts->t[0] ? &ts->t[1] : &ts->t[0];
     atomic_store(&ts->active, next);
-    /* A handler runs for microseconds; poll gently until the last one has left. */
+    /* A handler runs for microseconds; poll gently until the last one has left. One may
+     * never leave: a program's handler that came during that sample and left by siglongjmp
+     * (C libraries' alarm() timeouts) abandons it inside the table. Past SWAP_WAIT_NS the
+     * table is taken anyway and its count of writers reset (a writer really still inside,
+     * preempted that long, adds at most its one sample while the table is drained or to the
+     * next round of it); counted in pa_tables_abandoned. Without the bound, every later drain,
+     * the exit's included, would wait for good. */
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     while (atomic_load(&old->writers) != 0) {
         struct timespec ns = {0, 20000};
         nanosleep(&ns, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)now.tv_nsec -
+                (uint64_t)t0.tv_nsec >
+            SWAP_WAIT_NS) {
+            atomic_store(&old->writers, 0);
+            pa_tables_abandoned++;
+            break;
+        }
     }
     return old;
 }

@@ -92,7 +92,9 @@ struct pa_table *pa_tables_enter(struct pa_tables *ts);
 void pa_tables_leave(struct pa_table *t);
 
 /* Agent thread: makes the other table active and waits until no handler is still inside the
- * old one, which it returns for draining (then pa_table_clear it). */
+ * old one (at most 100 ms: a sample left by siglongjmp never leaves; counted in
+ * pa_tables_abandoned), which it returns for draining (then pa_table_clear it). */
 struct pa_table *pa_tables_swap(struct pa_tables *ts);
+extern unsigned long pa_tables_abandoned;
 
 #endif

@@ -394,7 +394,13 @@ static uint32_t used_index(const uint32_t *used, uint32_t n, uint32_t slot) {
 
 void pa_uploader_drain(int final) {
     struct pa_tables *ts = pa_sampler_tables();
+    unsigned long abandoned = pa_tables_abandoned;
     struct pa_table *t = pa_tables_swap(ts);
+    if (pa_tables_abandoned != abandoned)
+        pa_log(PA_LOG_WARN,
+               "a sample was left unfinished inside the stack table (a signal handler of the "
+               "program's that jumped out of it with longjmp); the table was drained after "
+               "100 ms without it");
     /* The table now filling gets the frame store's pages the last interval needed, twice
      * over, before handlers reach them: no first-touch page faults in the handler. Not after
      * the final drain: sampling has stopped, and an exiting process would only zero them. */

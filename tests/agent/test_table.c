@@ -286,6 +286,30 @@ static void time_log_names_slots_and_counts_overflow(void **state) {
     pa_table_destroy(&t);
 }
 
+/* A handler that entered a table and never left it (a program's handler nested in the sample
+ * jumped out with siglongjmp): the swap takes the table after its bound and resets the count,
+ * and the next swaps of that table do not wait again (harmless.md, class 19). */
+static void swap_takes_a_table_a_writer_never_left(void **state) {
+    (void)state;
+    struct pa_tables ts;
+    memset(&ts, 0, sizeof ts);
+    assert_int_equal(pa_table_init(&ts.t[0], 10, 1u << 12, 0), 0);
+    assert_int_equal(pa_table_init(&ts.t[1], 10, 1u << 12, 0), 0);
+    atomic_store(&ts.active, &ts.t[0]);
+    unsigned long before = pa_tables_abandoned;
+    struct pa_table *left = pa_tables_enter(&ts); /* never left */
+    /* Before the bound, this swap never returned. */
+    assert_ptr_equal(pa_tables_swap(&ts), left);
+    assert_int_equal(pa_tables_abandoned, before + 1);
+    assert_int_equal(atomic_load(&left->writers), 0);
+    /* Both tables swap again without waiting for anyone. */
+    assert_ptr_equal(pa_tables_swap(&ts), &ts.t[1]);
+    assert_ptr_equal(pa_tables_swap(&ts), &ts.t[0]);
+    assert_int_equal(pa_tables_abandoned, before + 1);
+    pa_table_destroy(&ts.t[0]);
+    pa_table_destroy(&ts.t[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_counts_every_sample_exactly_once),
@@ -294,6 +318,7 @@ int main(void) {
         cmocka_unit_test(same_stack_other_thread_is_another_entry),
         cmocka_unit_test(same_line_other_instruction_is_another_entry),
         cmocka_unit_test(time_log_names_slots_and_counts_overflow),
+        cmocka_unit_test(swap_takes_a_table_a_writer_never_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
