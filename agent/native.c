@@ -625,8 +625,9 @@ int pa_native_prime(void) {
     if (!acc)
         return -1;
     acc->access_mem = guarded_access_mem;
-    /* A cache per thread: the global one takes a mutex, which a handler must not (libunwind is
-     * built without blocking signals around it, scripts/libunwind.sh). */
+    /* A cache per thread where this libunwind has one; its step still takes the register-state
+     * cache's mutex (seen in gdb, 2026-11-27), and it is built without blocking signals around
+     * it (scripts/libunwind.sh), so every call into it holds the signals (hold_signals). */
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     if (nbefore >= 0 && nbefore < MAX_FDS)
         close_validation_pipe(before, nbefore);

@@ -9,8 +9,9 @@
 # around its caches (--disable-block-signals): Debian's build calls rt_sigprocmask about 100
 # times per unwind, half of a native sample's cost (docs/architecture.md, "Where the handler's
 # time goes"); this libunwind is private to libpyagent.so and unwinds only inside our SIGPROF
-# handler, where SIGPROF is blocked, with a per-thread cache (agent/native.c), so nothing it
-# guards can be re-entered. Compiled with -fno-plt: libunwind runs in the handler, so each
+# handler, with every asynchronous signal held around each call into it (agent/native.c,
+# hold_signals: its step takes its register-state cache's mutex), so nothing it guards can be
+# re-entered or left locked by a handler that jumps out. Compiled with -fno-plt: libunwind runs in the handler, so each
 # function it calls must be bound when libpyagent.so is loaded, never by the loader's lazy
 # resolver in signal context (docs/architecture.md, "Start-up cost").
 # CMake runs this at configure time (agent/CMakeLists.txt); every machine builds the same way.
