@@ -542,7 +542,8 @@ def test_thread_shares(ctx):
     frames and catching at the top (raising), Handler half its time in an except block
     (handling). Releaser's released and Handler's handling shares are within 1 point plus
     three binomial deviations of the time each measured; Holder's released share, and every
-    share of a state a thread never is in, stays under 3%; Raiser is raising in at least 10%
+    share of a state a thread never is in, stays under 3%, Raiser's handling (its except block,
+    which it does run) under 6%; Raiser is raising in at least 10%
     of its samples (the unwinding of 60 frames; nothing in the program measures it). The
     threads' counts add up to the process-wide ones."""
     rate = 1000
@@ -579,10 +580,13 @@ def test_thread_shares(ctx):
         report.append("%s %s %.1f%% (measured %.1f%%, tolerance %.1f)" % (name, state, got, want, tol))
         check(abs(got - want) <= tol, "share off: %s; %r" % (report[-1], per))
     for name, state in (("Holder", "released"), ("Holder", "handling"), ("Holder", "raising"),
-                        ("Releaser", "handling"), ("Releaser", "raising"), ("Handler", "raising"),
-                        ("Raiser", "handling")):
+                        ("Releaser", "handling"), ("Releaser", "raising"), ("Handler", "raising")):
         got, _ = share(name, state)
         check(got < 3.0, "%s %s %.1f%%: %r" % (name, state, got, per))
+    # Raiser does handle, briefly: its except block at the top (the match and the count) runs
+    # with the exception set. 1.6-2.4% here, 3.2% once under CI's load (2026-11-27): at most 6%.
+    got, _ = share("Raiser", "handling")
+    check(got < 6.0, "Raiser handling %.1f%%: %r" % (got, per))
     got, _ = share("Raiser", "raising")
     report.append("Raiser raising %.1f%%" % got)
     check(got >= 10.0, "Raiser raising in %.1f%% of its samples: %r" % (got, per))
