@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../base/clock.h"
+
 enum { SLOT_EMPTY = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
 enum { MAX_PROBE = 128 };
 /* A new stack is placed in the table's first page if one of FIRST_PROBE slots there is free
@@ -255,15 +257,11 @@ struct pa_table *pa_tables_swap(struct pa_tables *ts) {
      * preempted that long, adds at most its one sample while the table is drained or to the
      * next round of it); counted in pa_tables_abandoned. Without the bound, every later drain,
      * the exit's included, would wait for good. */
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = pa_mono_ns();
     while (atomic_load(&old->writers) != 0) {
         struct timespec ns = {0, 20000};
         nanosleep(&ns, NULL);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)now.tv_nsec -
-                (uint64_t)t0.tv_nsec >
-            SWAP_WAIT_NS) {
+        if (pa_mono_ns() - t0 > SWAP_WAIT_NS) {
             atomic_store(&old->writers, 0);
             pa_tables_abandoned++;
             break;
