@@ -56,6 +56,9 @@ stage pythons scripts/pythons.sh --ensure-ft
 # ask pythons.sh again and find them cached. A failure here fails the stage.
 sid_test_packages() { scripts/pythons.sh --aiohttp >/dev/null && scripts/pythons.sh --otel >/dev/null; }
 stage sid-packages sid_test_packages
+# npm's packages of the interoperability and browser tests, before any test runs (a test that
+# installed them first ran into its timeout on CI's loaded machine).
+stage npm-packages scripts/npm-packages.sh
 stage build-release scripts/build.sh release
 # Beside the release stage, which leaves part of both CPUs idle while its tests wait (uploads,
 # stalls, sleeps), run the stages that mostly wait too: CPython's suites (their modules sleep

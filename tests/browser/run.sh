@@ -15,13 +15,7 @@ fi
 if [ ! -x /usr/bin/chromium ]; then
     apt-get install -y chromium >/dev/null || { echo "run.sh: cannot install chromium" >&2; echo "0 passed, 1 failed"; exit 1; }
 fi
-if [ ! -d node_modules/playwright-core ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    npm ci --no-audit --no-fund --prefer-offline >/dev/null 2>&1 || {
-        echo "run.sh: npm ci failed" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    }
-fi
+"$PWD/../../scripts/npm-packages.sh" "$PWD" >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
 log=$(mktemp)
 PA_BUILD_DIR=$build node --test --test-reporter=tap --test-concurrency=1 ./*.test.mjs 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
