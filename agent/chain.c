@@ -12,8 +12,6 @@
 
 #include "../base/realfns.h"
 
-__thread int pa_handler_depth __attribute__((tls_model("initial-exec")));
-
 void pa_chain_default(int sig) {
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);

@@ -11,10 +11,12 @@
 
 #include <signal.h>
 
+#include "../base/tls.h"
+
 /* How deep the calling thread is in the program's signal handlers that we called (here or
  * through shim/signals.c's wrapper). _exit uses it: a handler may have interrupted malloc or
  * one of our locks, so no flush may run from there. */
-extern __thread int pa_handler_depth __attribute__((tls_model("initial-exec")));
+#define pa_handler_depth (pa_tls.handler_depth)
 
 /* Calls the program's handler a (not SIG_DFL or SIG_IGN) with the mask the kernel would have
  * given it, counting the handler depth. */

@@ -34,8 +34,7 @@ unsigned pa_walk_inject_every;
 static _Atomic unsigned inject_counter;
 #endif
 
-static __thread uintptr_t cached_tstate __attribute__((tls_model("initial-exec")));
-__thread int pa_walk_tid __attribute__((tls_model("initial-exec")));
+#define cached_tstate (pa_tls.cached_tstate)
 
 /* Bounds on the lists walked without their locks: an interpreter or thread state may be
  * unlinked and freed while we read, so a list can end early or loop. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "pyversions.h"
+#include "../base/tls.h"
 
 struct pa_frame {
     uint32_t id; /* code-cache id or a pa_synthetic value */
@@ -54,7 +55,7 @@ enum pa_state_count {
 
 /* The calling thread's kernel tid, set in normal context when it registers (0: unknown). The
  * walk compares it with the GIL mutex's owner. */
-extern __thread int pa_walk_tid __attribute__((tls_model("initial-exec")));
+#define pa_walk_tid (pa_tls.walk_tid)
 
 /* What a sample is of (PYAGENT_MODE). */
 enum pa_walk_mode {

@@ -10,8 +10,6 @@
 #include "../base/realfns.h"
 #include "chain.h"
 
-__thread sigjmp_buf *pa_guard_env __attribute__((tls_model("initial-exec")));
-
 static struct sigaction app_segv, app_bus; /* what the application believes is installed */
 static volatile int installed;
 

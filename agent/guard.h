@@ -13,9 +13,11 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "../base/tls.h"
+
 /* The armed guard of the current thread, or NULL. Initial-exec TLS: no allocation, no lock on
  * first access from a signal handler. */
-extern __thread sigjmp_buf *pa_guard_env __attribute__((tls_model("initial-exec")));
+#define pa_guard_env (pa_tls.guard_env)
 
 /* Installs the SIGSEGV/SIGBUS handler (once), remembering the previous ones to chain to. */
 int pa_guard_install(void);

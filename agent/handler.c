@@ -35,7 +35,6 @@ static struct pa_tables *tables;
 static uint64_t time_base; /* bucket of the process's start, from the Unix epoch */
 
 _Atomic int pa_handler_running;
-__thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t n_signals, n_unreadable, n_truncated, n_foreign;
 /* Samples (weighted as counted) of Python threads holding the GIL, not holding it, waiting
@@ -242,15 +241,16 @@ void pa_handler_fork_child(void) {
  * of a period carried over (pa_ctl_cpu_last, pa_ctl_cpu_rest: timerctl.c reads them when the
  * thread hands its time over), the perf event that gave the last sample its count then, and
  * where that event's ring was. */
-static __thread uint64_t tls_event, tls_event_count __attribute__((tls_model("initial-exec")));
-static __thread const void *tls_ring __attribute__((tls_model("initial-exec")));
+#define tls_event (pa_tls.event)
+#define tls_event_count (pa_tls.event_count)
+#define tls_ring (pa_tls.ring)
 /* The frame of the sample this thread is taking (on_sigprof's), 0 when none; that sample's
  * weight until it is counted; and the weight the thread's next sample carries: the POSIX
  * timer's periods of our signals that came during a sample, and the weight of a sample left
  * unfinished (on_sigprof). */
-static __thread uintptr_t tls_sampling __attribute__((tls_model("initial-exec")));
-static __thread uint64_t tls_pending __attribute__((tls_model("initial-exec")));
-static __thread uint64_t tls_carry __attribute__((tls_model("initial-exec")));
+#define tls_sampling (pa_tls.sampling)
+#define tls_pending (pa_tls.pending)
+#define tls_carry (pa_tls.carry)
 
 /* The thread's first sample stands for its CPU time from now on: from its registration, or
  * from the fork in a child, whose clock restarts at 0 while pa_ctl_cpu_last still holds the
@@ -265,7 +265,8 @@ void pa_handler_weigh_from_now(void) {
     tls_ring = NULL;
 }
 
-static __thread uintptr_t tls_stack_low, tls_stack_size __attribute__((tls_model("initial-exec")));
+#define tls_stack_low (pa_tls.stack_low)
+#define tls_stack_size (pa_tls.stack_size)
 
 void pa_handler_set_stack(uintptr_t low, size_t size) {
     tls_stack_low = low;

@@ -15,6 +15,7 @@
 #include "../base/error.h"
 #include "pyversions.h"
 #include "table.h"
+#include "../base/tls.h"
 
 enum { PA_MAX_DEPTH_LIMIT = 512 };
 
@@ -58,7 +59,7 @@ uint64_t pa_handler_time_base(void);
 extern _Atomic int pa_handler_running;
 
 /* The calling thread's serial number in the thread registry (0: not registered). */
-extern __thread uint32_t pa_handler_serial __attribute__((tls_model("initial-exec")));
+#define pa_handler_serial (pa_tls.handler_serial)
 /* The calling thread's next sample stands for its CPU time from now on (registration, or a
  * forked child whose clock restarted). Normal context, before the thread's timer is armed. */
 void pa_handler_weigh_from_now(void);

@@ -44,6 +44,7 @@
 
 #include "../base/bss.h"
 #include "../base/realfns.h"
+#include "../base/tls.h"
 #include "guard.h"
 
 enum { MAX_EVAL_RANGES = 8 };
@@ -51,7 +52,7 @@ enum { MAX_EVAL_RANGES = 8 };
 /* The owner (thread id) field of glibc's loader write lock, or NULL when it was not found
  * (then native unwinding stays off). */
 static const volatile int *loader_owner;
-static __thread pid_t my_tid __attribute__((tls_model("initial-exec")));
+#define my_tid (pa_tls.native_tid)
 
 struct owner_search {
     const unsigned char *base;
@@ -412,12 +413,9 @@ static int read_word(uintptr_t addr, uintptr_t *out) {
 /* The rules of this thread's previous walk, in stack order. Two samples of a thread share
  * most of their frames (the root side), so a walk finds its rules here, in a few consecutive
  * cache lines, before it probes the table (one line, often a miss, per frame). */
-enum { MEMO = 48 };
-struct memo_entry {
-    uint64_t tag, rule;
-};
-static __thread struct memo_entry memo[MEMO] __attribute__((tls_model("initial-exec")));
-static __thread int memo_n __attribute__((tls_model("initial-exec")));
+enum { MEMO = PA_TLS_MEMO };
+#define memo (pa_tls.memo)
+#define memo_n (pa_tls.memo_n)
 
 /* SIGNAL-HANDLER SIDE. tag's rule from the previous walk, looked for from *j on; 0 if none. */
 static uint64_t memo_lookup(uint64_t tag, int *j) {
@@ -472,7 +470,7 @@ static int walk_cached(void *ucontext, uintptr_t *ips, int max, int *whole) {
     int n = 0, leaf = 1, j = 0, nnew = 0;
     *whole = 1;
     uint64_t cached = 0;
-    struct memo_entry fresh[MEMO];
+    struct pa_tls_memo fresh[MEMO];
     while (ip != 0) {
         ips[n] = leaf ? ip : ip - 1;
         if (++n >= max)

@@ -115,8 +115,6 @@ struct pa_python {
     int debug_offsets; /* 1 when _Py_DebugOffsets confirmed the layout (3.13+) */
 };
 
-/* Is this process CPython at all? Cheap symbol look-ups only; no output. */
-int pa_py_present(void);
 /* The object behind a dlopen handle is CPython (libpython loaded after start, as uWSGI and
  * mod_wsgi load it, perhaps RTLD_LOCAL): 1, and Python's symbols are looked up there from
  * now on; else 0. */

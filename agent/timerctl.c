@@ -13,10 +13,6 @@
 #include "../base/realfns.h"
 #include "sampler.h"
 
-__thread struct pa_thread_ctl *pa_ctl_self __attribute__((tls_model("initial-exec")));
-__thread uint64_t pa_ctl_cpu_last __attribute__((tls_model("initial-exec")));
-__thread uint64_t pa_ctl_cpu_rest __attribute__((tls_model("initial-exec")));
-
 /* The calling thread, with SIGPROF blocked (so no sample of its own can run meanwhile), hands
  * its CPU time over to the tick thread, from where its own samples stopped counting: with a
  * perf event, its last sample's clock less the carried part of a period (the event's count is

@@ -13,6 +13,7 @@
 
 #include "frames.h"
 #include "timers.h"
+#include "../base/tls.h"
 
 /* Lives apart from the registry's array (which moves when it grows) as long as the thread. */
 struct pa_thread_ctl {
@@ -38,11 +39,11 @@ struct pa_thread_ctl {
 /* The calling thread's CPU clock at its last sample, and the time since then that did not
  * make a whole period (the handler's perf-event weights, handler.c; read here to hand the
  * thread's time over). */
-extern __thread uint64_t pa_ctl_cpu_last __attribute__((tls_model("initial-exec")));
-extern __thread uint64_t pa_ctl_cpu_rest __attribute__((tls_model("initial-exec")));
+#define pa_ctl_cpu_last (pa_tls.ctl_cpu_last)
+#define pa_ctl_cpu_rest (pa_tls.ctl_cpu_rest)
 
 /* The calling thread's control block (NULL: not registered). */
-extern __thread struct pa_thread_ctl *pa_ctl_self __attribute__((tls_model("initial-exec")));
+#define pa_ctl_self (pa_tls.ctl_self)
 
 /* Runs or stops the timer as the thread's mask says: whoever acts last saw the last mask. */
 void pa_ctl_apply(struct pa_thread_ctl *c);

@@ -28,6 +28,12 @@ int pa_real_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
 static int (*_Atomic real_sigmask)(int, const sigset_t *, sigset_t *);
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
+void pa_real_set(int (*sigmask)(int, const sigset_t *, sigset_t *),
+                 int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) {
+    atomic_store(&real_sigmask, sigmask);
+    real_pthread_create = create;
+}
+
 void pa_real_init(void) {
     if (!atomic_load(&real_sigmask))
         atomic_store(&real_sigmask, (int (*)(int, const sigset_t *, sigset_t *))dlsym(

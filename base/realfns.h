@@ -21,9 +21,14 @@ int pa_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
 /* Signal-safe: ends the process now (exit_group), as the C library's _exit does. */
 __attribute__((noreturn)) void pa_real_exit(int status);
 
-/* Normal context: looks the C library's functions up (dlsym). The shim's constructor calls it
- * first of all, before any handler of ours is installed. */
+/* Normal context: looks the C library's functions up (dlsym), unless pa_real_set gave them.
+ * The agent's start calls it first of all, before any handler of ours is installed. */
 void pa_real_init(void);
+/* Normal context: the C library's pthread_sigmask and pthread_create as the stub found them
+ * (shim/stub.h: from the agent, loaded after the stub, dlsym's next definition is not the C
+ * library's). */
+void pa_real_set(int (*sigmask)(int, const sigset_t *, sigset_t *),
+                 int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *));
 /* Normal context. */
 int pa_real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
                            void *arg);

@@ -12,15 +12,16 @@
 
 #include "clock.h"
 #include "realfns.h"
+#include "tls.h"
 
 enum { AGENT_THREADS_MAX = 8 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static clockid_t live_clock[AGENT_THREADS_MAX];
 static int live[AGENT_THREADS_MAX];
-static uint64_t gone_ns;         /* CPU of agent threads that ended (under lock) */
-static __thread int tls_slot;    /* this agent thread's slot + 1 */
-static __thread int tls_private; /* this thread's descriptor table is its own */
+static uint64_t gone_ns;                    /* CPU of agent threads that ended (under lock) */
+#define tls_slot (pa_tls.thread_slot)       /* this agent thread's slot + 1 */
+#define tls_private (pa_tls.thread_private) /* this thread's descriptor table is its own */
 
 static void begin(void) {
     clockid_t c;

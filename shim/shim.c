@@ -39,6 +39,7 @@
 #include "../base/log.h"
 #include "../base/realfns.h"
 #include "../base/threads.h"
+#include "../base/tls.h"
 #include "../uploader/symbols.h"
 #include "../uploader/uploader.h"
 #include "dump.h"
@@ -66,9 +67,7 @@ static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the C library's own functions --------------------------------------------------------- */
 
-static void *next_sym(const char *name) {
-    return dlsym(RTLD_NEXT, name);
-}
+const struct pa_next *pa_shim_next; /* the stub's (pa_core_attach) */
 
 /* ---- the agent thread ---------------------------------------------------------------------- */
 
@@ -472,11 +471,6 @@ static void start_agent(void) {
            pa_uploader_output_path());
 }
 
-__attribute__((constructor)) static void pa_load(void) {
-    if (pa_py_present())
-        start_agent(); /* else not CPython (yet: see dlopen): nothing at all */
-}
-
 __attribute__((destructor)) static void pa_unload(void) {
     final_flush();
 }
@@ -496,7 +490,7 @@ static void *trampoline(void *p) {
     return s.fn(s.arg);
 }
 
-PA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+static int ix_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
                              void *arg) {
     if (!atomic_load(&active))
         return pa_real_pthread_create(t, attr, fn, arg);
@@ -516,8 +510,6 @@ PA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
  * constructor found no CPython. After the real dlopen, an object that is CPython switches the
  * agent on (once; sampling waits in the handler for Py_Initialize, as at load). The cost for
  * other programs: one flag test per dlopen, and two dlsym per dlopen until one is CPython. */
-static void *(*real_dlopen)(const char *, int);
-static int (*real_dlclose)(void *);
 static _Atomic int late;     /* the agent follows a libpython loaded by dlopen */
 static _Atomic int unloaded; /* that libpython was unloaded: follow the next one */
 
@@ -546,19 +538,16 @@ static void follow_again(void) {
     pa_log(PA_LOG_INFO, "following Python %s loaded again", py.version);
 }
 
-PA_EXPORT void *dlopen(const char *file, int mode) {
-    if (!real_dlopen)
-        *(void **)&real_dlopen = next_sym("dlopen");
-    void *h = real_dlopen(file, mode);
-    if (h && file && !atomic_load(&agent_tried) && pa_py_present_in(h)) {
+/* After the C library's dlopen returned h for file (the stub's dlopen). */
+static void ix_dlopened(const char *file, void *h) {
+    if (!atomic_load(&agent_tried) && pa_py_present_in(h)) {
         start_agent();
         atomic_store(&late, atomic_load(&active));
-    } else if (h && file && atomic_load(&unloaded) && pa_py_present_in(h)) {
+    } else if (atomic_load(&unloaded) && pa_py_present_in(h)) {
         follow_again();
-    } else if (h && file && atomic_load(&active)) {
+    } else if (atomic_load(&active)) {
         pa_sampler_object_loaded(file);
     }
-    return h;
 }
 
 /* Is h the handle the late-loaded libpython was found through, or one to libpython itself?
@@ -580,9 +569,8 @@ static int may_unload_python(void *h) {
  * of its own (its link map, valid while it stays loaded; the extra reference is dropped at
  * once, so it never keeps libpython loaded), else it is forgotten until the next dlopen of a
  * CPython (follow_again). */
-PA_EXPORT int dlclose(void *h) {
-    if (!real_dlclose)
-        *(void **)&real_dlclose = next_sym("dlclose");
+static int ix_dlclose(void *h) {
+    int (*real_dlclose)(void *) = pa_shim_next->dlclose;
     if (!atomic_load(&late) || atomic_load(&unloaded) || !may_unload_python(h)) {
         int r = real_dlclose(h);
         if (cfg.native && atomic_load(&active))
@@ -592,7 +580,7 @@ PA_EXPORT int dlclose(void *h) {
     pa_py_set_gone(1);
     pa_sampler_wait_readers(); /* the tick thread may be reading it (threads blocking SIGPROF) */
     int r = real_dlclose(h);
-    void *still = real_dlopen(pa_py_path(), RTLD_LAZY | RTLD_NOLOAD);
+    void *still = pa_shim_next->dlopen(pa_py_path(), RTLD_LAZY | RTLD_NOLOAD);
     if (still) {
         pa_py_set_handle(still);
         real_dlclose(still);
@@ -607,14 +595,8 @@ PA_EXPORT int dlclose(void *h) {
 
 /* os._exit() skips atexit and destructors: a multiprocessing child ends this way, and its
  * profile must still be written. */
-PA_EXPORT void _exit(int status) {
+__attribute__((noreturn)) static void ix_exit(int status) {
     if (!pa_handler_depth) /* from a signal handler: no lock, no malloc, no flush */
-        final_flush();
-    pa_real_exit(status);
-}
-
-PA_EXPORT void _Exit(int status) {
-    if (!pa_handler_depth)
         final_flush();
     pa_real_exit(status); /* the C library's _Exit is its _exit */
 }
@@ -622,13 +604,13 @@ PA_EXPORT void _Exit(int status) {
 /* ---- pyagent.labels (python/pyagent.py, through ctypes, with the GIL held) ----------------- */
 
 /* The last refusal's message, for the module to raise with. */
-static __thread pa_error labels_err __attribute__((tls_model("initial-exec")));
+#define labels_err (pa_tls.labels_err)
 
 /* Tells the agent which ContextVar holds the label set, and the contextvars types its lookup
  * checks (agent/labels.h). 0, or -1 when labels cannot be read here: the agent is not
  * sampling this process, or the interpreter's layout has no context to read. */
-PA_EXPORT int pyagent_labels_bind(uintptr_t var, int64_t hash, uintptr_t hamt_type,
-                                  uintptr_t bitmap_type, uintptr_t array_type) {
+static int ix_labels_bind(uintptr_t var, int64_t hash, uintptr_t hamt_type, uintptr_t bitmap_type,
+                          uintptr_t array_type) {
     if (!atomic_load(&active) || getpid() != agent_pid)
         return pa_fail(&labels_err, "the agent is not sampling this process");
     return pa_labels_bind(&py, var, hash, hamt_type, bitmap_type, array_type, &labels_err);
@@ -636,7 +618,7 @@ PA_EXPORT int pyagent_labels_bind(uintptr_t var, int64_t hash, uintptr_t hamt_ty
 
 /* Interns a label set (NUL-terminated name and value strings, alternating, names in order):
  * its id, or -1 (pyagent_labels_error says why). */
-PA_EXPORT int pyagent_labels_intern(const char *pairs, size_t len) {
+static int ix_labels_intern(const char *pairs, size_t len) {
     if (!atomic_load(&active))
         return pa_fail(&labels_err, "the agent is not sampling this process");
     return pa_labels_intern(pairs, len, &labels_err);
@@ -644,19 +626,48 @@ PA_EXPORT int pyagent_labels_intern(const char *pairs, size_t len) {
 
 /* Tells the agent which ContextVar holds the root span (pyagent.SpanProcessor), after
  * pyagent_labels_bind. 0 or -1. */
-PA_EXPORT int pyagent_span_bind(uintptr_t var, int64_t hash) {
+static int ix_span_bind(uintptr_t var, int64_t hash) {
     if (!atomic_load(&active) || getpid() != agent_pid)
         return pa_fail(&labels_err, "the agent is not sampling this process");
     return pa_labels_bind_span(var, hash, &labels_err);
 }
 
 /* Interns a root span's name (len bytes of UTF-8): its id, or -1 (pyagent_labels_error). */
-PA_EXPORT int pyagent_span_name(const char *name, size_t len) {
+static int ix_span_name(const char *name, size_t len) {
     if (!atomic_load(&active))
         return pa_fail(&labels_err, "the agent is not sampling this process");
     return pa_labels_span_name(name, len, &labels_err);
 }
 
-PA_EXPORT const char *pyagent_labels_error(void) {
-    return labels_err.msg;
+/* ---- what the stub calls (shim/stub.h) ----------------------------------------------------- */
+
+static const struct pa_core core = {
+    .start = start_agent,
+    .sigaction = pa_ix_sigaction,
+    .signal = pa_ix_signal,
+    .pthread_sigmask = pa_ix_pthread_sigmask,
+    .sigprocmask = pa_ix_sigprocmask,
+    .execve = pa_ix_execve,
+    .execv = pa_ix_execv,
+    .execvp = pa_ix_execvp,
+    .execvpe = pa_ix_execvpe,
+    .fexecve = pa_ix_fexecve,
+    .execveat = pa_ix_execveat,
+    .pthread_create = ix_pthread_create,
+    .dlopened = ix_dlopened,
+    .dlclose = ix_dlclose,
+    .exit = ix_exit,
+    .labels_bind = ix_labels_bind,
+    .labels_intern = ix_labels_intern,
+    .span_bind = ix_span_bind,
+    .span_name = ix_span_name,
+};
+
+/* The agent's one export: the stub gives the C library's functions and takes the agent's
+ * versions of the interposed ones; then it calls start (a process that is CPython at load) or
+ * dlopened (libpython loaded later), and hands every interposed call to the agent. */
+PA_EXPORT const struct pa_core *pa_core_attach(const struct pa_next *next) {
+    pa_shim_next = next;
+    pa_real_set(next->pthread_sigmask, next->pthread_create);
+    return &core;
 }

@@ -6,6 +6,24 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "stub.h"
+
+/* The C library's functions behind the interposed ones, from the stub (pa_core_attach). */
+extern const struct pa_next *pa_shim_next;
+
+/* The agent's versions of the interposed functions (shim.c, signals.c), which the stub calls
+ * through struct pa_core. */
+int pa_ix_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+__sighandler_t pa_ix_signal(int sig, __sighandler_t handler);
+int pa_ix_pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
+int pa_ix_sigprocmask(int how, const sigset_t *set, sigset_t *old);
+int pa_ix_execve(const char *path, char *const argv[], char *const envp[]);
+int pa_ix_execv(const char *path, char *const argv[]);
+int pa_ix_execvp(const char *file, char *const argv[]);
+int pa_ix_execvpe(const char *file, char *const argv[], char *const envp[]);
+int pa_ix_fexecve(int fd, char *const argv[], char *const envp[]);
+int pa_ix_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+
 /* signals.c, signal-safe: is the agent on in this very process? Not in a vfork child, which
  * shares our memory. shim.c says which process owns the agent state (0: the agent is off). */
 int pa_shim_owner(void);

@@ -1,4 +1,5 @@
-/* signals.c: the interposed signal and exec functions of libpyagent.so.
+/* signals.c: the agent's versions of the interposed signal and exec functions (the stub
+ * libpyagent.so hands them every call once the agent is loaded, shim/stub.h).
  *
  * What the program asks of signals goes to the C library as asked, with four exceptions:
  *   - SIGPROF, SIGSEGV, SIGBUS while our handlers own them: recorded, and chained to when a
@@ -21,10 +22,8 @@
  * pa_shim_owner run in signal context with async-signal-safe calls only
  * (tests/house/check_handler.py). The death handler is the one exception, by design: it runs
  * the exit's flush, but only at a safe point ("Deaths by signal" below). */
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -39,17 +38,6 @@
 #include "../base/bss.h"
 #include "../base/realfns.h"
 #include "shim.h"
-
-#define PA_EXPORT __attribute__((visibility("default")))
-
-static void *next_sym(const char *name) {
-    return dlsym(RTLD_NEXT, name);
-}
-
-#define REAL(name)                                                                                 \
-    (real_##name ? real_##name : (*(void **)&real_##name = next_sym(#name), real_##name))
-
-static __sighandler_t (*real_signal)(int, __sighandler_t);
 
 /* ---- whose process ------------------------------------------------------------------------ */
 
@@ -132,7 +120,7 @@ static void unwrap(struct sigaction *sa, const struct sigaction *app) {
         *sa = *app;
 }
 
-PA_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+int pa_ix_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     /* Straight to the kernel, unwrapped, in a vfork child (not the owner) and for a query of
      * a signal we never take over, which reads the same in the owner: CPython queries every
      * signal at start-up (64 calls), and the query skips the owner test's getpid. */
@@ -173,16 +161,16 @@ PA_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     return 0;
 }
 
-PA_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
+__sighandler_t pa_ix_signal(int sig, __sighandler_t handler) {
     if (!pa_shim_owner())
-        return REAL(signal)(sig, handler);
+        return pa_shim_next->signal(sig, handler);
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaddset(&sa.sa_mask, sig);
     sa.sa_flags = SA_RESTART; /* glibc's signal() has BSD semantics */
-    if (sigaction(sig, &sa, &old) != 0)
+    if (pa_ix_sigaction(sig, &sa, &old) != 0)
         return SIG_ERR;
     return old.sa_handler;
 }
@@ -452,22 +440,15 @@ static int mask_call(int posix_errno, int how, const sigset_t *set, sigset_t *ol
     return -1;
 }
 
-PA_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old) {
+int pa_ix_pthread_sigmask(int how, const sigset_t *set, sigset_t *old) {
     return mask_call(1, how, set, old);
 }
 
-PA_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old) {
+int pa_ix_sigprocmask(int how, const sigset_t *set, sigset_t *old) {
     return mask_call(0, how, set, old);
 }
 
 /* ---- exec ----------------------------------------------------------------------------------- */
-
-static int (*real_execve)(const char *, char *const[], char *const[]);
-static int (*real_execv)(const char *, char *const[]);
-static int (*real_execvp)(const char *, char *const[]);
-static int (*real_execvpe)(const char *, char *const[], char *const[]);
-static int (*real_fexecve)(int, char *const[], char *const[]);
-static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
 
 /* The signals whose real handler is ours while the program's action is only recorded. */
 static const int owned[] = {SIGPROF, SIGSEGV, SIGBUS};
@@ -517,73 +498,26 @@ static void exec_failed(const struct sigaction *saved, const int *changed) {
         return r_;                                                                                 \
     } while (0)
 
-PA_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-    EXEC(REAL(execve)(path, argv, envp));
+int pa_ix_execve(const char *path, char *const argv[], char *const envp[]) {
+    EXEC(pa_shim_next->execve(path, argv, envp));
 }
 
-PA_EXPORT int execv(const char *path, char *const argv[]) {
-    EXEC(REAL(execv)(path, argv));
+int pa_ix_execv(const char *path, char *const argv[]) {
+    EXEC(pa_shim_next->execv(path, argv));
 }
 
-PA_EXPORT int execvp(const char *file, char *const argv[]) {
-    EXEC(REAL(execvp)(file, argv));
+int pa_ix_execvp(const char *file, char *const argv[]) {
+    EXEC(pa_shim_next->execvp(file, argv));
 }
 
-PA_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-    EXEC(REAL(execvpe)(file, argv, envp));
+int pa_ix_execvpe(const char *file, char *const argv[], char *const envp[]) {
+    EXEC(pa_shim_next->execvpe(file, argv, envp));
 }
 
-PA_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
-    EXEC(REAL(fexecve)(fd, argv, envp));
+int pa_ix_fexecve(int fd, char *const argv[], char *const envp[]) {
+    EXEC(pa_shim_next->fexecve(fd, argv, envp));
 }
 
-PA_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
-                       int flags) {
-    EXEC(REAL(execveat)(dirfd, path, argv, envp, flags));
-}
-
-/* The execl family: glibc's own call its internal execve, out of our reach, so they are
- * rebuilt here on the vector forms. The argument vector lives on the stack. */
-static size_t count_args(const char *arg0, va_list ap) {
-    size_t n = 1;
-    va_list c;
-    va_copy(c, ap);
-    if (arg0)
-        while (va_arg(c, const char *))
-            n++;
-    va_end(c);
-    return n;
-}
-
-#define COLLECT_ARGS(argv, arg0, ap)                                                               \
-    const char *first_ = (arg0); /* declared non-null, yet a program may pass NULL */              \
-    size_t n_ = count_args(first_, ap);                                                            \
-    char *argv[n_ + 1];                                                                            \
-    argv[0] = (char *)first_;                                                                      \
-    for (size_t i_ = 1; i_ <= n_; i_++)                                                            \
-        argv[i_] = first_ ? va_arg(ap, char *) : NULL;
-
-PA_EXPORT int execl(const char *path, const char *arg0, ...) {
-    va_list ap;
-    va_start(ap, arg0);
-    COLLECT_ARGS(argv, arg0, ap);
-    va_end(ap);
-    return execv(path, argv);
-}
-
-PA_EXPORT int execlp(const char *file, const char *arg0, ...) {
-    va_list ap;
-    va_start(ap, arg0);
-    COLLECT_ARGS(argv, arg0, ap);
-    va_end(ap);
-    return execvp(file, argv);
-}
-
-PA_EXPORT int execle(const char *path, const char *arg0, ...) {
-    va_list ap;
-    va_start(ap, arg0);
-    COLLECT_ARGS(argv, arg0, ap);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return execve(path, argv, envp);
+int pa_ix_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+    EXEC(pa_shim_next->execveat(dirfd, path, argv, envp, flags));
 }

@@ -13,7 +13,8 @@ instruction it belongs to is a call or a jump: e8, e9, 0f 8x, ff 15/25). Two rul
      POSIX lists as async-signal-safe, or that glibc implements as a bare system call or a
      memory read, each with its reason.
   3. the library binds each of those functions when it is loaded (a GOT entry, R_X86_64_GLOB_DAT),
-     never on first call (R_X86_64_JUMP_SLOT): libpyagent.so is linked with -z lazy, and the
+     never on first call (R_X86_64_JUMP_SLOT): the stub libpyagent.so (STUB_ROOTS) and the agent
+     libpyagent-core.so (ROOTS) are linked with -z lazy, and the
      loader's lazy resolver must not run in signal context, where it would save the vector
      registers on whatever stack the handler has. The functions libunwind calls (it unwinds in
      the handler) count too. CMakeLists.txt compiles the SIGNAL-HANDLER SIDE files, and
@@ -36,17 +37,24 @@ ROOTS = [
     ("agent/handler.c", "on_sigprof"),       # the SIGPROF handler
     ("agent/guard.c", "pa_guard_fault"),     # the SIGSEGV/SIGBUS guard
     ("shim/signals.c", "wrapper"),           # around the program's own handlers
-    ("shim/signals.c", "pthread_sigmask"),   # async-signal-safe in POSIX: ours must be too
-    ("shim/signals.c", "sigprocmask"),
-    ("shim/signals.c", "sigaction"),
+    ("shim/signals.c", "pa_ix_pthread_sigmask"),   # async-signal-safe in POSIX: ours must be too
+    ("shim/signals.c", "pa_ix_sigprocmask"),
+    ("shim/signals.c", "pa_ix_sigaction"),
     ("agent/native.c", "guarded_access_mem"),  # libunwind calls it while unwinding in the handler
     ("agent/timers.c", "perf_helper"),  # the helper process that makes a perf event (clone)
+]
+# The stub libpyagent.so (shim/stub.c) exports the interposed functions and, before the agent
+# is loaded, makes the C library's calls itself: its async-signal-safe ones are roots too.
+STUB_ROOTS = [
+    ("shim/stub.c", "sigaction"),
+    ("shim/stub.c", "pthread_sigmask"),
+    ("shim/stub.c", "sigprocmask"),
 ]
 
 HANDLER_FILES = {
     "base/realfns.c", "agent/handler.c", "agent/frames.c", "agent/codecache.c", "agent/table.c",
     "agent/guard.c", "agent/chain.c", "agent/timers.c", "agent/timerctl.c", "agent/native.c",
-    "agent/pyversions.c", "agent/labels.c", "agent/tasks.c", "shim/signals.c",
+    "agent/pyversions.c", "agent/labels.c", "agent/tasks.c", "shim/signals.c", "shim/stub.c",
 }
 
 # Functions of the C library (and of the static libunwind) that code in signal context may call.
@@ -179,7 +187,7 @@ def our_objects(src, build):
     return out
 
 
-def reachable(objs):
+def reachable(objs, roots):
     globals_, data = {}, set()
     for o in objs:
         data |= o.data
@@ -188,7 +196,7 @@ def reachable(objs):
                 globals_.setdefault(name, o)
     by_source = {o.source: o for o in objs}
     seen, external, todo = {}, {}, []
-    for source, name in ROOTS:
+    for source, name in roots:
         o = by_source.get(source)
         if not o or name not in o.funcs:
             raise SystemExit("check_handler: root %s:%s not found (rebuild, or update ROOTS)" % (source, name))
@@ -256,31 +264,35 @@ def main():
     if not objs:
         print("check_handler: no object files under %s (build first)" % a.build, file=sys.stderr)
         return 2
-    seen, external = reachable(objs)
+    seen, external = reachable(objs, ROOTS)
+    stub_seen, stub_external = reachable(objs, STUB_ROOTS)
     bad = []
-    for (source, fn), via in sorted(seen.items()):
+    for (source, fn), via in sorted({**seen, **stub_seen}.items()):
         if source not in HANDLER_FILES:
             bad.append("%s:%s runs in signal context (called from %s) but %s is not a handler file"
                        % (source, fn, via, source))
     for source in sorted(HANDLER_FILES):
         if not marked(a.src, source):
             bad.append("%s is a handler file but its opening comment does not say SIGNAL-HANDLER SIDE" % source)
-    for name, callers in sorted(external.items()):
+    for name, callers in sorted({**external, **stub_external}.items()):
         if name not in ALLOWED:
             bad.append("%s is called in signal context (from %s) and is not async-signal-safe"
                        % (name, ", ".join(sorted(callers))))
-    lib = os.path.join(a.build, "lib", "libpyagent.so")
-    if not os.path.exists(lib):
-        print("check_handler: no %s (build first)" % lib, file=sys.stderr)
-        return 2
-    lazy = lazily_bound(lib)
-    for name, callers in sorted(external.items()):
-        if name in lazy:
-            bad.append("%s is called in signal context (from %s) but libpyagent.so binds it on first call "
-                       "(a PLT call: compile the caller with -fno-plt)" % (name, ", ".join(sorted(callers))))
-    for name in sorted(archive_imports(unwind_archive(a.src)) & lazy):
-        bad.append("%s is called by libunwind, which unwinds in signal context, but libpyagent.so binds it on "
-                   "first call (scripts/libunwind.sh must compile with -fno-plt)" % name)
+    lazy = {}
+    for name in ("libpyagent.so", "libpyagent-core.so"):
+        lib = os.path.join(a.build, "lib", name)
+        if not os.path.exists(lib):
+            print("check_handler: no %s (build first)" % lib, file=sys.stderr)
+            return 2
+        lazy[name] = lazily_bound(lib)
+    for lib, ext in (("libpyagent-core.so", external), ("libpyagent.so", stub_external)):
+        for name, callers in sorted(ext.items()):
+            if name in lazy[lib]:
+                bad.append("%s is called in signal context (from %s) but %s binds it on first call "
+                           "(a PLT call: compile the caller with -fno-plt)" % (name, ", ".join(sorted(callers)), lib))
+    for name in sorted(archive_imports(unwind_archive(a.src)) & lazy["libpyagent-core.so"]):
+        bad.append("%s is called by libunwind, which unwinds in signal context, but libpyagent-core.so binds it "
+                   "on first call (scripts/libunwind.sh must compile with -fno-plt)" % name)
     if a.show:
         for (source, fn), via in sorted(seen.items()):
             print("reachable %s:%s  <- %s" % (source, fn, via))
@@ -289,7 +301,8 @@ def main():
     for line in bad:
         print(line)
     print("check_handler: %d functions reachable from %d roots in %d files, %d external functions: %s"
-          % (len(seen), len(ROOTS), len({s for s, _ in seen}), len(external),
+          % (len(seen) + len(stub_seen), len(ROOTS) + len(STUB_ROOTS), len({s for s, _ in {**seen, **stub_seen}}),
+             len(set(external) | set(stub_external)),
              "%d violation(s)" % len(bad) if bad else "all async-signal-safe and bound at load"))
     return 1 if bad else 0
 

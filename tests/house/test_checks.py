@@ -57,8 +57,7 @@ def handler():
         subprocess.run(["cc", "-O2", "-ffunction-sections", "-c", os.path.join(HERE, "fixtures", "bad_handler.c"),
                         "-o", obj], check=True)
         o = check_handler.Obj(obj, "tests/house/fixtures/bad_handler.c")
-        check_handler.ROOTS[:] = [("tests/house/fixtures/bad_handler.c", "bad_root")]
-        seen, external = check_handler.reachable([o])
+        seen, external = check_handler.reachable([o], [("tests/house/fixtures/bad_handler.c", "bad_root")])
         names = {fn for _, fn in seen}
         expect("helper" in names or any(n.startswith("helper.") for n in names),
                "check_handler follows a call to a local helper: %r" % sorted(names))

@@ -1,19 +1,27 @@
-"""libpyagent.so needs only glibc and exports only what it interposes.
+"""libpyagent.so and its agent need only glibc and export only what they must.
 
     python3 test_library.py --lib libpyagent.so --map shim/libpyagent.map [--python PY] CASE
 
+libpyagent.so is the stub a process preloads; the agent, libpyagent-core.so beside it (its
+version script core.map beside libpyagent.map), is loaded only into CPython (shim/stub.c).
 glibc_only: readelf -d names no library outside glibc (libc, libm, libdl, libpthread, librt,
-    the loader): libunwind, zlib and libgcc are linked in.
-exports: nm -D --defined-only is exactly the version script's global list.
+    the loader) for either, besides the stub for the agent: libunwind, zlib and libgcc are
+    linked in.
+exports: nm -D --defined-only is exactly each version script's global list.
 cmake_install: cmake --install puts every file where GNUInstallDirs says.
-no_fault_injection: the library (give the package build's) holds no fault-injection hook: not
+no_fault_injection: the agent (give the package build's) holds no fault-injection hook: not
     the variable that enables it, not the walker's counter; the test build's does (--test-lib).
 nothing_else_mapped: a Python process under the agent maps no shared object that the same
-    process without it does not map, except libpyagent.so itself (uploads off: libcurl is
-    loaded only to upload)."""
+    process without it does not map, except libpyagent.so and libpyagent-core.so (uploads off:
+    libcurl is loaded only to upload).
+stub_only_outside_python: a process that is not Python (/bin/cat, /bin/sh) maps libpyagent.so
+    and not the agent, writes nothing to its standard error and exits as without it.
+stub_without_agent: libpyagent.so copied alone into a directory: a Python program runs as
+    without it, and standard error says in one line that the agent could not be loaded."""
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,22 +33,31 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Failure, check  # noqa: E402
 
 
+CORE = "libpyagent-core.so"
+
+
+def core_of(lib):
+    return os.path.join(os.path.dirname(os.path.abspath(lib)), CORE)
+
+
 def test_glibc_only(a):
-    out = subprocess.run(["readelf", "-dW", a.lib], capture_output=True, text=True, check=True).stdout
-    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
-    check(needed, "readelf found no NEEDED entry at all:\n" + out)
-    check(needed <= GLIBC, "libpyagent.so needs more than glibc: %s" % sorted(needed - GLIBC))
-    check(not re.search(r"\((RPATH|RUNPATH)\)", out), "libpyagent.so carries a search path:\n" + out)
+    for lib, allowed in ((a.lib, GLIBC), (core_of(a.lib), GLIBC | {"libpyagent.so"})):
+        out = subprocess.run(["readelf", "-dW", lib], capture_output=True, text=True, check=True).stdout
+        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
+        check(needed, "readelf found no NEEDED entry at all in %s:\n%s" % (lib, out))
+        check(needed <= allowed, "%s needs more than glibc: %s" % (lib, sorted(needed - allowed)))
+        check(not re.search(r"\((RPATH|RUNPATH)\)", out), "%s carries a search path:\n%s" % (lib, out))
 
 
 def test_exports(a):
-    out = subprocess.run(["nm", "-D", "--defined-only", a.lib], capture_output=True, text=True, check=True).stdout
-    exported = {l.split()[-1] for l in out.splitlines() if l.strip()}
-    text = open(a.map).read()
-    glob = re.search(r"global:(.*?)local:", text, re.S).group(1)
-    wanted = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*;", glob))
-    check(wanted, "no global symbol in %s" % a.map)
-    check(exported == wanted, "exported %s; the version script says %s" % (sorted(exported), sorted(wanted)))
+    for lib, vmap in ((a.lib, a.map), (core_of(a.lib), os.path.join(os.path.dirname(a.map), "core.map"))):
+        out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+        exported = {l.split()[-1] for l in out.splitlines() if l.strip()}
+        text = open(vmap).read()
+        glob = re.search(r"global:(.*?)local:", text, re.S).group(1)
+        wanted = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*;", glob))
+        check(wanted, "no global symbol in %s" % vmap)
+        check(exported == wanted, "%s exports %s; the version script says %s" % (lib, sorted(exported), sorted(wanted)))
 
 
 def fault_hooks(lib):
@@ -51,9 +68,11 @@ def fault_hooks(lib):
 
 def test_no_fault_injection(a):
     check(a.test_lib, "--test-lib (a test build's library, which must have the hooks) is needed")
-    check(fault_hooks(a.test_lib), "the test build %s has no fault-injection hook: the check sees nothing" % a.test_lib)
-    found = fault_hooks(a.lib)
-    check(not found, "%s holds fault-injection hooks: %s" % (a.lib, [w.decode() for w in found]))
+    check(fault_hooks(core_of(a.test_lib)),
+          "the test build %s has no fault-injection hook: the check sees nothing" % core_of(a.test_lib))
+    for lib in (a.lib, core_of(a.lib)):
+        found = fault_hooks(lib)
+        check(not found, "%s holds fault-injection hooks: %s" % (lib, [w.decode() for w in found]))
 
 
 def mapped(argv, env):
@@ -73,7 +92,35 @@ def test_nothing_else_mapped(a):
         env = dict(base, LD_PRELOAD=os.path.abspath(a.lib), PYAGENT_OUTPUT=os.path.join(tmp, "p.folded"))
         under = mapped([a.python], env)
     extra = under - without
-    check(extra == {os.path.basename(a.lib)}, "the agent brought in %s" % sorted(extra))
+    check(extra == {os.path.basename(a.lib), CORE}, "the agent brought in %s" % sorted(extra))
+
+
+def test_stub_only_outside_python(a):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_") and k != "LD_PRELOAD"}
+    env = dict(base, LD_PRELOAD=os.path.abspath(a.lib))
+    for argv in (["/bin/cat", "/proc/self/maps"], ["/bin/sh", "-c", "cat /proc/$$/maps; exit 3"]):
+        plain = subprocess.run(argv, capture_output=True, text=True, env=base)
+        r = subprocess.run(argv, capture_output=True, text=True, env=env)
+        names = {os.path.basename(l.split()[-1]) for l in r.stdout.splitlines() if len(l.split()) >= 6}
+        check(os.path.basename(a.lib) in names, "%s: the stub is not mapped:\n%s" % (argv, r.stdout))
+        check(CORE not in names, "%s: the agent was loaded into a process that is not Python" % argv)
+        check(r.returncode == plain.returncode, "%s: exit status %d, %d without the stub" % (argv, r.returncode,
+                                                                                       plain.returncode))
+        check(r.stderr == plain.stderr == "", "%s wrote to standard error: %r" % (argv, r.stderr))
+
+
+def test_stub_without_agent(a):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_") and k != "LD_PRELOAD"}
+    with tempfile.TemporaryDirectory() as tmp:
+        alone = os.path.join(tmp, "libpyagent.so")
+        shutil.copy(a.lib, alone)
+        r = subprocess.run([a.python, "-c", "print(6 * 7)"], capture_output=True, text=True, cwd=tmp,
+                           env=dict(base, LD_PRELOAD=alone))
+        check(r.returncode == 0 and r.stdout == "42\n", "rc %d, stdout %r, stderr %r" % (r.returncode, r.stdout, r.stderr))
+        lines = r.stderr.splitlines()
+        check(len(lines) == 1 and re.match(r"pyagent\[\d+\]: cannot load the agent: .*%s.*; not profiling$"
+                                           % re.escape(CORE), lines[0]), "stderr: %r" % r.stderr)
+        check(os.listdir(tmp) == ["libpyagent.so"], "files written: %s" % os.listdir(tmp))
 
 
 def test_cmake_install(a):
@@ -85,7 +132,7 @@ def test_cmake_install(a):
                            capture_output=True, text=True)
         check(r.returncode == 0, "cmake --install failed: %s" % r.stderr)
         root = os.path.join(dest, "usr/local")
-        for f in ["lib/libpyagent.so", "bin/pyagent", "bin/pyagent-render", "bin/pyagent-collector",
+        for f in ["lib/libpyagent.so", "lib/" + CORE, "bin/pyagent", "bin/pyagent-render", "bin/pyagent-collector",
                   "share/man/man1/pyagent.1", "share/man/man1/pyagent-render.1",
                   "share/man/man1/pyagent-collector.1", "lib/systemd/system/pyagent-collector.service",
                   "share/doc/pyagent/install.md", "lib/python3/dist-packages/pyagent.py"]:
