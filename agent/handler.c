@@ -556,6 +556,17 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
         errno = saved;
         return;
     }
+    if (stack_room(uc) < SMALL_STACK_COUNT && pa_timer_is_ours(si) &&
+        atomic_load_explicit(&pa_handler_running, memory_order_acquire)) {
+        /* Too little stack left even for a one-frame count (a thread's small stack near its
+         * end, harmless.md class 16): counted as unreadable here, before anything else, so
+         * that this handler is as short as it can be where another signal's frame pushed
+         * below it would not fit (take_sample counts it the same way). */
+        atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
+        pa_handler_add_counts(0, 1);
+        errno = saved;
+        return;
+    }
     uintptr_t outer = tls_sampling;
     uint64_t outer_pending = tls_pending;
     if (!nested && outer) {
