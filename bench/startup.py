@@ -5,7 +5,9 @@
                    [--small-rounds N] [--exit-rounds N] [--against OLD.so] [--only TEXT] [--json FILE]
 
 Start-up: `PY -c pass`, `PY -c "import asyncio"`, `/bin/true`, `sh -c true`, each with and
-without LD_PRELOAD=libpyagent.so, and the floor: `/bin/true` with an empty library preloaded. Exit: a Python program that burns 50 ms of CPU (so that the
+without LD_PRELOAD=libpyagent.so, and two floors: `/bin/true` with an empty library preloaded,
+and both Python cases with the least an in-process sampler does (bench/floor_sampler.c: a
+perf event at the same rate, an empty handler, a file written at exit). Exit: a Python program that burns 50 ms of CPU (so that the
 agent has samples to deliver) and exits, with the agent writing a local file (no server),
 with PYAGENT_SERVER naming a closed port on 127.0.0.1 (refused at once) and a black hole
 (a local listener that accepts and never answers).
@@ -105,9 +107,18 @@ def cases(py, lib, tmp, against=None):
     with open(empty + ".c", "w") as f:
         f.write("int pyagent_bench_empty;\n")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", empty, empty + ".c"], check=True)
+    # The floor of any in-process sampler (bench/floor_sampler.c): loaded, a perf event on the
+    # main thread at the agent's default rate, an empty handler, a file written at exit.
+    least = os.path.join(tmp, "floor_sampler.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", least,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_sampler.c")], check=True)
+    least_env = dict(base, LD_PRELOAD=least, FLOOR_OUT=os.path.join(tmp, "floor"))
     out = [
         ("`python -c pass`", [py, "-c", "pass"], base, agent(), 1.0, False),
         ("`python -c \"import asyncio\"`", [py, "-c", "import asyncio"], base, agent(), 1.0, False),
+        ("`python -c pass`, the least sampler (floor)", [py, "-c", "pass"], base, [least_env], 1.0, False),
+        ("`python -c \"import asyncio\"`, the least sampler (floor)", [py, "-c", "import asyncio"], base,
+         [least_env], 1.0, False),
         ("`/bin/true`", ["/bin/true"], base, agent(), 0.1, True),
         ("`sh -c true`", [sh, "-c", "true"], base, agent(), 0.1, True),
         ("`/bin/true`, an empty library preloaded (floor)", ["/bin/true"], base, [dict(base, LD_PRELOAD=empty)],
