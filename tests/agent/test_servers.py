@@ -57,12 +57,32 @@ def stat_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / TICK, int(fields[1]), int(fields[35])
 
 
+def runs_python(pid):
+    """pid's program is an interpreter (its executable's name) or has libpython mapped (a
+    server that embeds it: Apache's mod_wsgi, uWSGI); None once it is gone."""
+    try:
+        if os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("python"):
+            return True
+        with open("/proc/%d/maps" % pid) as f:
+            return "libpython" in f.read()
+    except OSError:
+        return None
+
+
 class Watcher(threading.Thread):
-    """Follows the process tree under root: the last CPU time read of every process in it."""
+    """Follows the process tree under root: the last CPU time read of every process in it,
+    and which of them ran Python when last looked at (a server may run other programs for a
+    moment: Celery's start runs `uname -p` through platform.processor, which has no profile
+    of its own; under load such a child lives long enough to be seen)."""
 
     def __init__(self, root):
         super().__init__(daemon=True)
         self.root, self.cpu, self.done = root, {root: 0.0}, threading.Event()
+        self.python = {}
+
+    def python_cpu(self):
+        """The CPU of the processes that ran Python (or could not be looked at)."""
+        return {pid: c for pid, c in self.cpu.items() if self.python.get(pid) is not False}
 
     def scan(self):
         for name in os.listdir("/proc"):
@@ -83,6 +103,12 @@ class Watcher(threading.Thread):
                 s = stat_cpu(pid)
                 if s:
                     self.cpu[pid] = s[0]
+                    if n % 20 == 1 or pid not in self.python:
+                        py = runs_python(pid)
+                        if py is not None:
+                            # As last seen: a child forked by Python that then runs another
+                            # program (subprocess) is that program.
+                            self.python[pid] = py
             time.sleep(0.005)
 
 
@@ -120,8 +146,8 @@ def uploads_match(ctx, profs, what):
 
 def serve(ctx, argv, port, cwd, env=None, drive=None):
     """Runs a server under the agent, loads it (HTTP on port, or drive(server)), stops it with
-    SIGTERM; returns the CPU time of each process of its tree (/proc), of the whole tree
-    (rusage) and its stderr."""
+    SIGTERM; returns the CPU time of each process of its tree that ran Python (/proc), of the
+    whole tree (rusage) and its stderr."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("PYAGENT_", "PYROSCOPE_"))}
     e.update(LD_PRELOAD=ctx.lib, PYAGENT_RATE="250", PYAGENT_OUTPUT=os.path.join(cwd, "pyagent.%p.folded"),
              PYTHONDONTWRITEBYTECODE="1")
@@ -151,7 +177,7 @@ def serve(ctx, argv, port, cwd, env=None, drive=None):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     check(p.returncode == 0, "%s ended with %d: %s" % (argv[0], p.returncode, err[-2000:]))
     tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return w.cpu, tree, err
+    return w.python_cpu(), tree, err
 
 
 def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
