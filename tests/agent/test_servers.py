@@ -58,31 +58,34 @@ def stat_cpu(pid):
 
 
 def runs_python(pid):
-    """pid's program is an interpreter (its executable's name) or has libpython mapped (a
-    server that embeds it: Apache's mod_wsgi, uWSGI); None once it is gone."""
+    """(pid's executable is an interpreter, it has libpython mapped: a server that embeds it,
+    Apache's mod_wsgi, uWSGI), or None once it is gone."""
     try:
-        if os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("python"):
-            return True
+        exe = os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("python")
         with open("/proc/%d/maps" % pid) as f:
-            return "libpython" in f.read()
+            return exe, "libpython" in f.read()
     except OSError:
         return None
 
 
 class Watcher(threading.Thread):
     """Follows the process tree under root: the last CPU time read of every process in it,
-    and which of them ran Python when last looked at (a server may run other programs for a
-    moment: Celery's start runs `uname -p` through platform.processor, which has no profile
-    of its own; under load such a child lives long enough to be seen)."""
+    and which of them ran Python (python_cpu: a server may run other programs for a moment,
+    which have no profile of their own: under a loaded CI machine the watcher saw one in
+    Celery's worker tree, with 0.0 s of CPU)."""
 
     def __init__(self, root):
         super().__init__(daemon=True)
         self.root, self.cpu, self.done = root, {root: 0.0}, threading.Event()
-        self.python = {}
+        self.exe_python, self.embeds = {}, set()
 
     def python_cpu(self):
-        """The CPU of the processes that ran Python (or could not be looked at)."""
-        return {pid: c for pid, c in self.cpu.items() if self.python.get(pid) is not False}
+        """The CPU of the processes that ran Python: the root (the server under test), every
+        process that had libpython mapped at some look (Apache's parent unmaps it as it shuts
+        down), and those whose executable was an interpreter at the last look (a child forked
+        by Python that then runs another program is that program), or could not be looked at."""
+        return {pid: c for pid, c in self.cpu.items()
+                if pid == self.root or pid in self.embeds or self.exe_python.get(pid) is not False}
 
     def scan(self):
         for name in os.listdir("/proc"):
@@ -103,12 +106,12 @@ class Watcher(threading.Thread):
                 s = stat_cpu(pid)
                 if s:
                     self.cpu[pid] = s[0]
-                    if n % 20 == 1 or pid not in self.python:
-                        py = runs_python(pid)
-                        if py is not None:
-                            # As last seen: a child forked by Python that then runs another
-                            # program (subprocess) is that program.
-                            self.python[pid] = py
+                    if n % 20 == 1 or pid not in self.exe_python:
+                        seen = runs_python(pid)
+                        if seen is not None:
+                            self.exe_python[pid] = seen[0]
+                            if seen[1]:
+                                self.embeds.add(pid)
             time.sleep(0.005)
 
 
