@@ -9,8 +9,6 @@
 #include "pyversions.h"
 
 #include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -506,10 +506,11 @@ static int ix_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
     return r;
 }
 
-/* uWSGI, mod_wsgi and other embedders load libpython with dlopen after start, so the
- * constructor found no CPython. After the real dlopen, an object that is CPython switches the
- * agent on (once; sampling waits in the handler for Py_Initialize, as at load). The cost for
- * other programs: one flag test per dlopen, and two dlsym per dlopen until one is CPython. */
+/* uWSGI, mod_wsgi and other embedders load libpython with dlopen after start, so the stub's
+ * constructor found no CPython. The stub's dlopen loads the agent when the object it opened
+ * is CPython and hands every later dlopen here: the first CPython switches the agent on
+ * (once; sampling waits in the handler for Py_Initialize, as at load). The cost for other
+ * programs is the stub's: two dlsym per dlopen until one is CPython (shim/stub.c). */
 static _Atomic int late;     /* the agent follows a libpython loaded by dlopen */
 static _Atomic int unloaded; /* that libpython was unloaded: follow the next one */
 
