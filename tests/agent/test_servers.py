@@ -40,6 +40,7 @@ CLIENTS, REQUESTS = 4, 40
 # 10 ms resolution of /proc/PID/stat and the 4 ms of one sample at 250 Hz.
 MEASURED = 0.5
 UNCOVERED = 0.15  # s a process may spend where no sample can be (profiles_match)
+TAIL = 4  # periods a process's sampling covered after its threads' last samples (profiles_match)
 
 
 def has_frame(name):
@@ -203,8 +204,13 @@ def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
     lines, bad = [], []
     total = covered = 0.0
 
-    def matches(got, cov, used):
-        return abs(got - cov) <= 0.05 * cov and used - cov <= 0.05 * used + UNCOVERED * (used > 0)
+    def matches(got, cov, used, rate):
+        # TAIL periods: what a process's threads used after their last sample (a perf event
+        # signals in user mode only, so the kernel work a process ends with, its memory's
+        # release, waits for a sample that never comes). A gunicorn arbiter (0.5 s of CPU) lost
+        # 2-3 periods in most runs and 6.5 in one beside three CPU burners (5.3%, over 5%).
+        return (abs(got - cov) <= 0.05 * cov + TAIL / rate
+                and used - cov <= 0.05 * used + UNCOVERED * (used > 0))
 
     for pid in sorted(profs):
         p = profs[pid]
@@ -215,7 +221,7 @@ def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
         burn = p.total(has_frame("_burn")) / rate
         lines.append("pid %d: profile %.3f s (%.3f s in *_burn), sampling covered %.3f s, /proc %.3f s, timer %s"
                      % (pid, got, burn, cov, cpu[pid], p.meta.get("timer")))
-        if cpu[pid] >= MEASURED and not matches(got, cov, cpu[pid]):
+        if cpu[pid] >= MEASURED and not matches(got, cov, cpu[pid], rate):
             bad.append(pid)
     if tree is not None:
         lines.append("tree: profiles %.3f s, sampling covered %.3f s, rusage %.3f s" % (total, covered, tree))
@@ -228,7 +234,8 @@ def profiles_match(ctx, cwd, cpu, tree, what, python_pids=None, workers=None):
     for pid in burning:
         check(profs[pid].total(has_frame("_burn")) > 0, "%s: no sample of *_burn in %d\n%s" % (what, pid, report))
     check(not bad, "%s: CPU of %s differs by more than 5%%\n%s" % (what, bad, report))
-    check(tree is None or (abs(total - covered) <= 0.05 * covered
+    tails = sum(TAIL / int(p.meta["rate"]) for p in profs.values())
+    check(tree is None or (abs(total - covered) <= 0.05 * covered + tails
                            and tree - covered <= 0.05 * tree + UNCOVERED * len(profs)),
           "%s: whole tree differs by more than 5%%\n%s" % (what, report))
     uploads_match(ctx, profs, what)

@@ -49,12 +49,12 @@ if mode == "native":
     t2 = time.thread_time()
     truth = {"compress": t1 - t0, "py_work": t2 - t1}
 elif mode == "wall":
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.thread_time()
     sleeper(1.5)
-    t1 = time.monotonic()
+    t1, c1 = time.monotonic(), time.thread_time()
     spinner(1.5)
     t2 = time.monotonic()
-    truth = {"sleeper": t1 - t0, "spinner": t2 - t1}
+    truth = {"sleeper": t1 - t0, "spinner": t2 - t1, "sleeper_cpu": c1 - c0}
 elif mode == "gil":
     ts = [threading.Thread(target=spinner, args=(2.0,), name="spin%d" % i) for i in range(2)]
     ts.append(threading.Thread(target=sleeper, args=(2.0, truth), name="sleepy"))
