@@ -20,9 +20,9 @@
 
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "../base/bss.h"
+#include "../base/reserve.h"
 #include "guard.h"
 
 enum { IDX_EMPTY = 0, IDX_FILLING = 0xffffffffu };
@@ -57,38 +57,29 @@ static _Atomic uint32_t *index2; /* the second level: slot_mask + 1 slots */
 static uint32_t slot_mask;
 static struct code_entry *slots; /* one per index slot of either level, at most */
 static _Atomic uint32_t slots_used;
-static char *arena;
+/* The arena lies under the index and grows down from it: a string's offset is its distance
+ * below arena_end, so that the first strings share the index's 2 MiB area (base/reserve.h). */
+static char *arena_end;
 static uint32_t arena_size;
 static _Atomic uint32_t arena_used = 1; /* offset 0 means "none" */
+static struct pa_reserve reserved;
 unsigned long pa_code_cache_full;
-
-static void *map(size_t bytes) {
-    /* MAP_NORESERVE and lazy touch: untouched pages cost no memory. */
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
 
 int pa_code_cache_init(unsigned capacity_log2, unsigned arena_bytes) {
     if (slots)
         return 0;
     size_t n = (size_t)1 << capacity_log2, first = (size_t)1 << FIRST_LOG2;
-    /* One mapping: the first level, the second, the entries. */
+    /* One mapping: the arena under the pivot, then the first level, the second, the entries
+     * (untouched until used: MAP_NORESERVE). */
     size_t bytes = (first + n) * sizeof *index2 + (first + n) * sizeof *slots;
-    char *m = map(bytes);
-    void *a = map(arena_bytes);
-    if (!m || !a) {
-        if (m)
-            munmap(m, bytes);
-        if (a)
-            munmap(a, arena_bytes);
+    char *m = pa_reserve_around(arena_bytes, bytes, &reserved);
+    if (!m)
         return -1;
-    }
     index1 = (_Atomic uint32_t *)m;
     index2 = index1 + first;
     slots = (struct code_entry *)(index2 + n); /* 8-aligned: first + n is even */
     slot_mask = (uint32_t)(n - 1);
-    arena = a;
+    arena_end = m;
     arena_size = arena_bytes;
     return 0;
 }
@@ -157,7 +148,8 @@ int pa_code_copy_str(const struct pa_python *py, uintptr_t s, unsigned max_chars
     return (int)w;
 }
 
-/* Copies a str object into the arena as NUL-terminated UTF-8; returns its offset or 0. */
+/* Copies a str object into the arena as NUL-terminated UTF-8; returns its offset (its start's
+ * distance below arena_end) or 0. */
 static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned max_chars) {
     const struct pa_layout *l = &py->layout;
     if (!pa_is_type(py, s, py->unicode_type))
@@ -167,10 +159,11 @@ static uint32_t arena_put_str(const struct pa_python *py, uintptr_t s, unsigned 
         return 0;
     unsigned n = len > (long)max_chars ? max_chars : (unsigned)len;
     unsigned need = n * 4 + 1; /* worst case UTF-8 */
-    uint32_t off = atomic_fetch_add_explicit(&arena_used, need, memory_order_relaxed);
-    if ((uint64_t)off + need > arena_size)
+    uint64_t off =
+        atomic_fetch_add_explicit(&arena_used, need, memory_order_relaxed) + (uint64_t)need;
+    if (off > arena_size)
         return 0;
-    return pa_code_copy_str(py, s, max_chars, arena + off, need) < 0 ? 0 : off;
+    return pa_code_copy_str(py, s, max_chars, arena_end - off, need) < 0 ? 0 : (uint32_t)off;
 }
 
 /* Reads the key of the code object at code (of the code type); under the guard. */
@@ -228,12 +221,12 @@ uint32_t pa_code_lookup(const struct pa_python *py, uintptr_t code) {
 
 const char *pa_code_qualname(uint32_t id) {
     const struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
-    return e->qualname_off ? arena + e->qualname_off : "<unnamed>";
+    return e->qualname_off ? arena_end - e->qualname_off : "<unnamed>";
 }
 
 const char *pa_code_filename(uint32_t id) {
     const struct code_entry *e = &slots[id - PA_SYN_FIRST_CODE];
-    return e->filename_off ? arena + e->filename_off : "<unknown file>";
+    return e->filename_off ? arena_end - e->filename_off : "<unknown file>";
 }
 
 const char *pa_code_synthetic_name(uint32_t id) {

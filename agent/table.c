@@ -27,8 +27,10 @@ enum { MAX_PROBE = 128 };
 enum { FIRST_SLOTS = 4096 / sizeof(struct pa_table_slot), FIRST_PROBE = 8 };
 
 /* The table's four arrays are parts of one mapping, each on pages of its own: one system call
- * and one memory area, not four, at every start and in every forked child (docs/architecture.md,
- * "Start-up cost"). */
+ * and one memory area, not four, at every start and in every forked child. The time log lies
+ * under the slots and grows down, the claim list and the frame store over them grow up: a
+ * short program's samples touch the first page of each, all in one 2 MiB area
+ * (base/reserve.h; docs/architecture.md, "Start-up cost"). */
 static size_t page_round(size_t bytes) {
     return (bytes + 4095) & ~(size_t)4095;
 }
@@ -45,20 +47,15 @@ static size_t frames_bytes(const struct pa_table *t) {
     return page_round((size_t)t->frames_cap * sizeof *t->frames);
 }
 
-static size_t map_bytes(const struct pa_table *t) {
-    return slots_bytes(t) + used_bytes(t) + frames_bytes(t) +
-           page_round((size_t)t->times_cap * sizeof *t->times);
-}
-
 int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
                   uint32_t times_cap) {
     memset(t, 0, sizeof *t);
     t->mask = (uint32_t)(((size_t)1 << slots_log2) - 1);
     t->frames_cap = frames_cap;
     t->times_cap = times_cap;
-    char *p = mmap(NULL, map_bytes(t), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
+    char *p = pa_reserve_around((size_t)times_cap * sizeof(struct pa_time_entry),
+                                slots_bytes(t) + used_bytes(t) + frames_bytes(t), &t->map);
+    if (!p) {
         memset(t, 0, sizeof *t);
         return -1;
     }
@@ -66,7 +63,7 @@ int pa_table_init(struct pa_table *t, unsigned slots_log2, uint32_t frames_cap,
     t->slots = (struct pa_table_slot *)p;
     t->used = (uint32_t *)used;
     t->frames = (struct pa_frame *)frames;
-    t->times = times_cap ? (struct pa_time_entry *)(frames + frames_bytes(t)) : NULL;
+    t->times_end = times_cap ? (struct pa_time_entry *)p : NULL;
     return 0;
 }
 
@@ -90,8 +87,7 @@ void pa_table_prefault(struct pa_table *t, uint32_t frames, int slots) {
 }
 
 void pa_table_destroy(struct pa_table *t) {
-    if (t->slots)
-        munmap(t->slots, map_bytes(t));
+    pa_reserve_release(&t->map);
     memset(t, 0, sizeof *t);
 }
 
@@ -183,9 +179,10 @@ void pa_table_add_time(struct pa_table *t, uint32_t slot, uint32_t bucket, uint6
         return;
     }
     /* Read by the drain only after the swap saw every writer leave (pa_tables_swap). */
-    t->times[i].slot = slot;
-    t->times[i].bucket = bucket;
-    t->times[i].weight = (uint32_t)weight;
+    struct pa_time_entry *e = pa_table_time(t, i);
+    e->slot = slot;
+    e->bucket = bucket;
+    e->weight = (uint32_t)weight;
 }
 
 int pa_table_empty(const struct pa_table *t) {

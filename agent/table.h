@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "../base/reserve.h"
 #include "frames.h"
 
 struct pa_table_slot {
@@ -35,10 +36,10 @@ struct pa_table {
     struct pa_frame *frames;
     uint32_t frames_cap;
     _Atomic uint32_t frames_used;
-    _Atomic uint32_t writers; /* handlers inside this table right now */
-    _Atomic uint64_t samples; /* counted */
-    _Atomic uint64_t dropped; /* table or frame store full */
-    struct pa_time_entry *times;
+    _Atomic uint32_t writers;        /* handlers inside this table right now */
+    _Atomic uint64_t samples;        /* counted */
+    _Atomic uint64_t dropped;        /* table or frame store full */
+    struct pa_time_entry *times_end; /* the log grows down from here (pa_table_time) */
     uint32_t times_cap;
     _Atomic uint32_t times_used;
     _Atomic uint64_t untimed; /* samples counted whose time did not fit in the log */
@@ -47,7 +48,14 @@ struct pa_table {
      * not the whole table, whose untouched pages a short program never faults in. */
     uint32_t *used;
     _Atomic uint32_t used_n;
+    struct pa_reserve map; /* all of the above, around the slots (base/reserve.h) */
 };
+
+/* The time log's entry i (i < times_cap). Entries are stored downward from the slots, so the
+ * first ones share the slots' 2 MiB area (base/reserve.h). */
+static inline struct pa_time_entry *pa_table_time(const struct pa_table *t, uint32_t i) {
+    return t->times_end - 1 - i;
+}
 
 /* Normal context. slots_log2: 2^n slots; frames_cap: frame store entries; times_cap: time
  * entries (0: no time log). 0 or -1. */

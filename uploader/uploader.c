@@ -464,7 +464,7 @@ void pa_uploader_drain(int final) {
             n = t->times_cap;
         uint64_t base = pa_sampler_time_base();
         for (uint32_t i = 0; i < n; i++) {
-            const struct pa_time_entry *e = &t->times[i];
+            const struct pa_time_entry *e = pa_table_time(t, i);
             uint32_t j = stack_of ? used_index(used, nused, e->slot) : nused;
             if (j == nused || stack_of[j] == SIZE_MAX) {
                 untimed += e->weight;

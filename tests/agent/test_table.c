@@ -88,9 +88,9 @@ static void drain_once(void) {
     if (n > t->times_cap)
         n = t->times_cap;
     for (uint32_t i = 0; i < n; i++) {
-        const struct pa_table_slot *s = &t->slots[t->times[i].slot];
+        const struct pa_table_slot *s = &t->slots[pa_table_time(t, i)->slot];
         assert_int_equal(atomic_load(&s->state), 2); /* a time entry names a counted stack */
-        timed_per_thread[s->thread] += t->times[i].weight;
+        timed_per_thread[s->thread] += pa_table_time(t, i)->weight;
     }
     untimed_total += atomic_load(&t->untimed);
     atomic_fetch_add(&dropped_total, 0);
@@ -275,10 +275,10 @@ static void time_log_names_slots_and_counts_overflow(void **state) {
     pa_table_add_time(&t, (uint32_t)slot, 11, 1);
     pa_table_add_time(&t, (uint32_t)slot, 11, 1);
     pa_table_add_time(&t, (uint32_t)slot, 12, 4); /* no room: untimed */
-    assert_int_equal(t.times[0].slot, (uint32_t)slot);
-    assert_int_equal(t.times[0].bucket, 10);
-    assert_int_equal(t.times[0].weight, 2);
-    assert_int_equal(t.times[2].bucket, 11);
+    assert_int_equal(pa_table_time(&t, 0)->slot, (uint32_t)slot);
+    assert_int_equal(pa_table_time(&t, 0)->bucket, 10);
+    assert_int_equal(pa_table_time(&t, 0)->weight, 2);
+    assert_int_equal(pa_table_time(&t, 2)->bucket, 11);
     assert_int_equal(atomic_load(&t.untimed), 4);
     pa_table_clear(&t);
     assert_int_equal(atomic_load(&t.times_used), 0);
