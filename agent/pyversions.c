@@ -176,6 +176,24 @@ static int apply_debug_offsets(struct pa_python *py, pa_error *err) {
     return 0;
 }
 
+/* "3.11.2 (main, ...)": the major and minor numbers; 0, or -1 if v does not start so. Parsed
+ * by hand: sscanf's code is pages of the C library that Python itself never runs, a few page
+ * faults at every start (docs/architecture.md, "Start-up cost"). */
+static int read_major_minor(const char *v, unsigned *major, unsigned *minor) {
+    unsigned n[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        if (*v < '0' || *v > '9')
+            return -1;
+        while (*v >= '0' && *v <= '9' && n[k] < 100000)
+            n[k] = n[k] * 10 + (unsigned)(*v++ - '0');
+        if (k == 0 && *v++ != '.')
+            return -1;
+    }
+    *major = n[0];
+    *minor = n[1];
+    return 0;
+}
+
 int pa_py_detect(struct pa_python *py, pa_error *err) {
     memset(py, 0, sizeof *py);
     const char *(*get_version)(void) = (const char *(*)(void))sym("Py_GetVersion");
@@ -186,8 +204,7 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
     }
     /* Py_GetVersion only formats constants: safe before initialization. */
     const char *v = get_version();
-    unsigned micro = 0;
-    if (sscanf(v, "%u.%u.%u", &py->major, &py->minor, &micro) < 2) {
+    if (read_major_minor(v, &py->major, &py->minor) != 0) {
         pa_fail(err, "cannot read the Python version from \"%.40s\"", v);
         return -1;
     }

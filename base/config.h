@@ -64,6 +64,10 @@ struct pa_config {
  * per process into a static of 25 KiB, mostly empty strings, and zeroing it again faulted its
  * 7 pages in at every start (docs/benchmarks.md, "Start-up and exit"). */
 void pa_config_read(struct pa_config *cfg);
+/* The program's arguments, when the agent starts from the stub's constructor (which the C
+ * library calls with them): pa_config_read then takes the default application name from them
+ * rather than from /proc/self/cmdline. argv must outlive pa_config_read. */
+void pa_config_set_args(int argc, char **argv);
 
 /* Expands %p in pattern to pid, into out. */
 void pa_config_output_path(const char *pattern, int pid, char *out, unsigned outlen);

@@ -471,6 +471,12 @@ static void start_agent(void) {
            pa_uploader_output_path());
 }
 
+/* The stub's constructor: the program's arguments name the application by default. */
+static void start_at_load(int argc, char **argv) {
+    pa_config_set_args(argc, argv);
+    start_agent();
+}
+
 __attribute__((destructor)) static void pa_unload(void) {
     final_flush();
 }
@@ -643,7 +649,7 @@ static int ix_span_name(const char *name, size_t len) {
 /* ---- what the stub calls (shim/stub.h) ----------------------------------------------------- */
 
 static const struct pa_core core = {
-    .start = start_agent,
+    .start = start_at_load,
     .sigaction = pa_ix_sigaction,
     .signal = pa_ix_signal,
     .pthread_sigmask = pa_ix_pthread_sigmask,

@@ -101,9 +101,11 @@ static int load_core(void) {
     return 1;
 }
 
-__attribute__((constructor)) static void stub_load(void) {
+/* glibc calls the constructors of the objects loaded at start with main's arguments. */
+__attribute__((constructor)) static void stub_load(int argc, char **argv, char **envp) {
+    (void)envp;
     if (pa_py_exported() && load_core())
-        agent()->start(); /* else not CPython (yet: see dlopen): nothing at all */
+        agent()->start(argc, argv); /* else not CPython (yet: see dlopen): nothing at all */
 }
 
 /* ---- the interposed functions ------------------------------------------------------------- */

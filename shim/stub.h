@@ -44,8 +44,9 @@ struct pa_next {
  * the vector forms; pyagent_labels_error reads the thread-local block), and its entry
  * points. */
 struct pa_core {
-    /* Switches the agent on in a process that is CPython at load (once). */
-    void (*start)(void);
+    /* Switches the agent on in a process that is CPython at load (once), with the program's
+     * arguments as the C library gave them to the stub's constructor. */
+    void (*start)(int argc, char **argv);
     int (*sigaction)(int, const struct sigaction *, struct sigaction *);
     __sighandler_t (*signal)(int, __sighandler_t);
     int (*pthread_sigmask)(int, const sigset_t *, sigset_t *);

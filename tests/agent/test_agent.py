@@ -344,6 +344,11 @@ def test_unsupported_builds(ctx):
         # A free-threaded build of a version the table has no free-threaded row for.
         ([fake + "_ft"], {"FAKEPY_VERSION": "3.15.0"}, "free-threaded"),
         ([fake + "_nocookie"], {"FAKEPY_VERSION": "3.13.0"}, "layout unknown"),
+        # The version string is parsed by hand (pyversions.c): what it must refuse.
+        ([fake], {"FAKEPY_VERSION": "3.7.17"}, "older than 3.8"),
+        ([fake], {"FAKEPY_VERSION": "3"}, "cannot read the Python version"),
+        ([fake], {"FAKEPY_VERSION": "3.x"}, "cannot read the Python version"),
+        ([fake], {"FAKEPY_VERSION": "three.11"}, "cannot read the Python version"),
     ]
     check(len(cases) >= 3, "no case to test")
     for argv, env, words in cases:
@@ -355,6 +360,37 @@ def test_unsupported_builds(ctx):
         check((with_agent.rc, with_agent.out) == (without.rc, without.out),
               "%s %r behaves differently with the agent" % (argv[0], env))
         check(not with_agent.profiles() and not os.listdir(with_agent.cwd), "files were written")
+
+
+def test_default_app_name(ctx):
+    """Without PYAGENT_APP_NAME the application is named after the script (its file name less
+    .py), the module of -m, or "python" for -c: from the arguments the C library gives the
+    stub's constructor, and from /proc/self/cmdline where the agent starts later (a libpython
+    loaded by dlopen). Seen as the title of a speedscope output file."""
+    import subprocess
+    out = {"PYAGENT_OUTPUT": "app.%p.speedscope.json"}
+    plain = os.path.join(PROGRAMS, "plain.py")
+    cases = [([ctx.python, plain], "plain"), ([ctx.python, "-m", "json.tool", "--help"], "json.tool"),
+             ([ctx.python, "-c", "pass"], "python"),
+             # Options with values, apart or attached, and grouped flags.
+             ([ctx.python, "-X", "utf8", "-B", "-c", "pass"], "python"),
+             ([ctx.python, "-W", "ignore", "-Xutf8", "-bB", plain], "plain"),
+             ([ctx.python, "-Esmjson.tool", "--help"], "json.tool")]
+    cfg = subprocess.run([ctx.python, "-c", "import sysconfig as s; print(s.get_config_var('Py_ENABLE_SHARED'),"
+                          " s.get_config_var('LIBDIR'), s.get_config_var('LDLIBRARY'))"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    if cfg[0] == "1" and os.path.exists(os.path.join(cfg[1], cfg[2])):
+        # The rule's first argument that is not an option is the library here (argv: the
+        # program, LIBPYTHON, SCRIPT): read back from /proc/self/cmdline.
+        embed = os.path.join(os.path.dirname(ctx.lib), "..", "bin", "pa_embed_late")
+        cases.append(([embed, os.path.join(cfg[1], cfg[2]), os.path.join(PROGRAMS, "embedded.py")], cfg[2]))
+    for argv, want in cases:
+        r = ctx.run(argv, env=out)
+        check(r.rc == 0, "%s failed: %s" % (argv, r.err[-1000:]))
+        names = [json.load(open(os.path.join(r.cwd, f)))["name"] for f in sorted(os.listdir(r.cwd))
+                 if f.startswith("app.") and f.endswith(".speedscope.json")]
+        check(names and all(n == want for n in names), "%s: named %s, expected %r" % (argv, names, want))
+    print("default_app_name: %d cases" % len(cases))
 
 
 def share_of(p, pred, among):
@@ -2451,6 +2487,7 @@ SCOPES = {"late_cpython": "shared", "late_cpython_reloaded": "shared",
           "aiohttp_async_routes": "since-3.11", "async_task_churn": "since-3.11"}
 SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "own_sigprof_slow", "own_handler_longjmp",
+    "default_app_name",
     "every_mode_with_fork_and_threads", "processes",
     "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
     "launcher", "off_switch", "handler_histogram", "masked_cpu_counted", "kernel_time_counted",
