@@ -3,8 +3,8 @@
  * A table whose arrays grow away from one point (the pivot: one array downward below it, the
  * others upward above it) touches its first pages next to that point, so a short program's
  * few samples fault in pages of one 2 MiB area. Each 2 MiB area first touched costs the kernel
- * a page-table page besides the page itself: on the VMs we measured a first touch there cost
- * 60-70 us against 15 us in an area already in use (bench/startup.py prints both), and the
+ * a page-table page besides the page itself: on the VM we measured a first touch there cost
+ * 23-63 us against 12-16 us in an area already in use (bench/startup.py prints both), and the
  * first sample of a process touched five such areas before the tables were laid out this way
  * (docs/architecture.md, "Start-up cost"). The pivot is placed PA_RESERVE_LEAD bytes into an
  * aligned area, which leaves that much room below it in the same area. */
