@@ -22,8 +22,8 @@ disturbs less. Reported: medians, the interquartile range, and the agent's cost 
 of the per-round differences B - A (the A/A column is the same for A' - A), the minor page
 faults the agent adds (from wait4, which load does not move), and first what this machine
 charges for a system call, for a fresh page's first touch and for one in a 2 MiB area not used
-before (a page-table page more), measured in the same run: on a
-VM where a fault costs 10-20 us, the pages a library touches weigh more than its instructions.
+before (a page-table page more), measured in the same run: on a VM where a fault costs 10-20
+us, the pages a library touches weigh more than its instructions.
 Prints Markdown."""
 import argparse
 import json
