@@ -760,15 +760,18 @@ def test_wall_mode(ctx):
     idle = p.total(lambda fr: frame_name(fr[-1]) == "<idle>" and has_frame("sleeper")(fr))
     check(idle >= 0.9 * p.total(has_frame("sleeper")), "sleeper not shown <idle>")
     # CPU mode counts only the CPU time the kernel charged the thread inside sleeper(), which the
-    # program measured (time.thread_time around the call): one CI run under load counted 4
-    # periods there, a POSIX timer's overruns for CPU time charged to the thread as it went to
-    # sleep. Two periods more than that are the sample that entering the sleep may take and one
-    # carried in from before.
+    # program measured (time.thread_time around the call), and what was carried in from before
+    # it. A perf event's sample is weighed by all the CPU time since the thread's last sample,
+    # kernel time included (docs/modes.md): CI saw 3 periods in sleeper() for 0.5 ms of CPU, the
+    # page faults before it weighed onto a sample as the thread woke. The program now runs 50 ms
+    # of user-mode work right before, where that time lands; what it can still carry in is the
+    # part of a period not yet counted, the time since its last sample (a period, two if the
+    # overflow in between came in the kernel and raised nothing), and the sample's own period.
     c = ctx.run(["modes.py", "truth.json", "wall"])
     cpu, used = c.profile(), json.load(open(os.path.join(c.cwd, "truth.json")))["sleeper_cpu"]
     rate = int(cpu.meta["rate"])
     asleep = cpu.total(has_frame("sleeper"))
-    check(asleep <= 2 + used * rate, "CPU mode sampled the sleeper %d times at %d Hz; it used %.4f s of CPU"
+    check(asleep <= 3 + used * rate, "CPU mode sampled the sleeper %d times at %d Hz; it used %.4f s of CPU"
           % (asleep, rate, used))
 
 
