@@ -32,9 +32,21 @@ static const void *dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) p) {
 struct defined_query {
     const char *name;
     uint32_t hash;
-    int found;   /* an object defines it */
-    int unknown; /* an object could not be asked (no DT_GNU_HASH) */
+    int found;      /* an object defines it */
+    int unknown;    /* an object could not be asked (no DT_GNU_HASH) */
+    uintptr_t only; /* 0, or an address: ask only the object whose segments hold it */
 };
+
+/* Does one of the object's loadable segments hold addr? */
+static int holds(const struct dl_phdr_info *info, uintptr_t addr) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz)
+            return 1;
+    }
+    return 0;
+}
 
 /* Looks the query's symbol up in one loaded object's GNU hash table: found when the object
  * defines it (an undefined reference, as an executable linked with libpython has, does
@@ -42,6 +54,8 @@ struct defined_query {
 static int defines(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
     struct defined_query *q = arg;
+    if (q->only && !holds(info, q->only))
+        return 0;
     const ElfW(Dyn) *dyn = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
@@ -90,7 +104,7 @@ static int defines(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 int pa_py_exported(void) {
-    struct defined_query q = {"Py_GetVersion", gnu_hash("Py_GetVersion"), 0, 0};
+    struct defined_query q = {"Py_GetVersion", gnu_hash("Py_GetVersion"), 0, 0, 0};
     dl_iterate_phdr(defines, &q);
     if (!q.found && !q.unknown)
         return 0;
@@ -99,4 +113,10 @@ int pa_py_exported(void) {
 
 int pa_py_exported_in(void *handle) {
     return dlsym(handle, "Py_GetVersion") != NULL && dlsym(handle, "Py_IsInitialized") != NULL;
+}
+
+int pa_py_defined_beside(const void *addr, const char *name) {
+    struct defined_query q = {name, gnu_hash(name), 0, 0, (uintptr_t)addr};
+    dl_iterate_phdr(defines, &q);
+    return q.found ? 1 : q.unknown ? -1 : 0;
 }

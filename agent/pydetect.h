@@ -7,5 +7,9 @@
 int pa_py_exported(void);
 /* The object behind handle (with its dependencies) does. */
 int pa_py_exported_in(void *handle);
+/* Does the loaded object that holds addr define name? 1 yes, 0 no, -1 it cannot be asked (no
+ * GNU hash table): the loader's failed look-up, which allocates its error message, is for
+ * names that are mostly absent (a debug build's symbols in a release build). */
+int pa_py_defined_beside(const void *addr, const char *name);
 
 #endif

@@ -194,6 +194,15 @@ static int read_major_minor(const char *v, unsigned *major, unsigned *minor) {
     return 0;
 }
 
+/* Does the interpreter (the object that holds _PyRuntime) define a debug build's symbol? Asked
+ * of its own hash table: dlsym's failed look-up, the answer in every release build, goes
+ * through the loader's error path, which allocates its message before the interpreter has run
+ * (and searches every object in the scope, where the one that matters is the interpreter). */
+static int debug_symbol(const void *runtime, const char *name) {
+    int d = pa_py_defined_beside(runtime, name);
+    return d < 0 ? sym(name) != NULL : d;
+}
+
 int pa_py_detect(struct pa_python *py, pa_error *err) {
     memset(py, 0, sizeof *py);
     const char *(*get_version)(void) = (const char *(*)(void))sym("Py_GetVersion");
@@ -247,7 +256,7 @@ int pa_py_detect(struct pa_python *py, pa_error *err) {
         return apply_debug_offsets(py, err);
     /* Before 3.13 there are no published offsets; the layout also changes in debug builds
      * (Py_DEBUG adds fields), which only those versions' exported ref-count total reveals. */
-    if (sym("_Py_RefTotal") || sym("_Py_GetGlobalRefTotal")) {
+    if (debug_symbol(runtime, "_Py_RefTotal") || debug_symbol(runtime, "_Py_GetGlobalRefTotal")) {
         pa_fail(err, "Python %s is a debug build, whose layout pyagent does not know", py->version);
         return -1;
     }

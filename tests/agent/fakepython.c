@@ -6,7 +6,8 @@
  * The version string comes from FAKEPY_VERSION (default 3.16.0); _PyRuntime is static data,
  * as in CPython, because the agent reads it before main(): built three times, with
  * -DFAKE_FREE_THREADED=1 -DFAKE_VERSION_HEX=0x030F00F0 and -DFAKE_NO_COOKIE=1 for the other
- * two cases.
+ * two cases; -DFAKE_DEBUG=1 exports the reference totals of a debug build (_Py_RefTotal up to
+ * 3.11, _Py_GetGlobalRefTotal from 3.12), which before 3.13 is all that tells one.
  * It "initializes", runs a little, prints "fake done" and exits 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,12 @@ uint64_t _PyRuntime[4096] = {0x7970677562656478ULL, FAKE_VERSION_HEX, FAKE_FREE_
 #endif
 __attribute__((visibility("default"))) char PyCode_Type[256], PyUnicode_Type[256],
     PyBytes_Type[256];
+#ifdef FAKE_DEBUG
+__attribute__((visibility("default"))) long _Py_RefTotal;
+__attribute__((visibility("default"))) long _Py_GetGlobalRefTotal(void) {
+    return _Py_RefTotal;
+}
+#endif
 static int initialized;
 static char version[64] = "3.16.0";
 

@@ -331,7 +331,7 @@ def test_not_python(ctx):
 def test_unsupported_builds(ctx):
     """Builds the agent must refuse: one clear line on stderr, no sampling, the program as
     without the agent. Real old CPythons when the machine has them, and a fake interpreter
-    for 3.16, a free-threaded build and an unknown layout."""
+    for 3.16, a free-threaded build, an unknown layout and a debug build before 3.13."""
     import glob
     cases = []
     for py in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/[23].*/bin/python[23].[0-9]*"))):
@@ -344,6 +344,10 @@ def test_unsupported_builds(ctx):
         # A free-threaded build of a version the table has no free-threaded row for.
         ([fake + "_ft"], {"FAKEPY_VERSION": "3.15.0"}, "free-threaded"),
         ([fake + "_nocookie"], {"FAKEPY_VERSION": "3.13.0"}, "layout unknown"),
+        # Before 3.13 only the reference totals a debug build exports tell one (pyversions.c),
+        # asked of the interpreter's own hash table.
+        ([fake + "_debug"], {"FAKEPY_VERSION": "3.11.4"}, "debug build"),
+        ([fake + "_debug"], {"FAKEPY_VERSION": "3.12.1"}, "debug build"),
         # The version string is parsed by hand (pyversions.c): what it must refuse.
         ([fake], {"FAKEPY_VERSION": "3.7.17"}, "older than 3.8"),
         ([fake], {"FAKEPY_VERSION": "3"}, "cannot read the Python version"),
