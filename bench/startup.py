@@ -2,7 +2,8 @@
 """Start-up and exit cost of the agent.
 
   bench/startup.py [--python PY] [--lib build/release/lib/libpyagent.so] [--rounds N]
-                   [--small-rounds N] [--exit-rounds N] [--against OLD.so] [--only TEXT] [--json FILE]
+                   [--small-rounds N] [--exit-rounds N] [--against OLD.so] [--only TEXT] [--stages]
+                   [--json FILE]
 
 Start-up: `PY -c pass`, `PY -c "import asyncio"`, `/bin/true`, `sh -c true`, each with and
 without LD_PRELOAD=libpyagent.so, and two floors: `/bin/true` with an empty library preloaded,
@@ -10,7 +11,10 @@ and both Python cases with the least an in-process sampler does (bench/floor_sam
 perf event at the same rate, an empty handler, a file written at exit). Exit: a Python program that burns 50 ms of CPU (so that the
 agent has samples to deliver) and exits, with the agent writing a local file (no server),
 with PYAGENT_SERVER naming a closed port on 127.0.0.1 (refused at once) and a black hole
-(a local listener that accepts and never answers).
+(a local listener that accepts and never answers). With --stages, `PY -c pass` also runs with the
+agent stopped after each stage of its start (loaded and configured only; then also the
+interpreter detected and the tables set up; then also sampling armed and the file written, at
+1 Hz): the differences between those rows are what each stage costs.
 
 Each round runs, for every case, the baseline, the agent and the baseline again (A, B, A'),
 in an order that rotates from round to round so that drift hits all alike; A' against A is
@@ -114,6 +118,20 @@ def cases(py, lib, tmp, against=None):
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", least,
                     os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_sampler.c")], check=True)
     least_env = dict(base, LD_PRELOAD=least, FLOOR_OUT=os.path.join(tmp, "floor"))
+    # The agent stopped after each of its start-up stages (--stages): loaded and configured
+    # only (PYAGENT_ENABLE=0); also the interpreter detected and the tables and uploader set up,
+    # then stopped for want of an output (PYAGENT_OUTPUT=/dev/null); also sampling started,
+    # the death signals watched and the profile written at exit, with next to no sample
+    # (PYAGENT_RATE=1). The full row adds the samples at the default rate.
+    on = agent()[0]
+    staged = [
+        ("`python -c pass`, stage 1: loaded, configured, disabled", [py, "-c", "pass"], base,
+         [dict(on, PYAGENT_ENABLE="0")], 1.0, False),
+        ("`python -c pass`, stage 2: + detection, tables, uploader; no output", [py, "-c", "pass"], base,
+         [dict(on, PYAGENT_OUTPUT="/dev/null")], 1.0, False),
+        ("`python -c pass`, stage 3: + sampling armed, deaths watched, file written; 1 Hz", [py, "-c", "pass"],
+         base, [dict(on, PYAGENT_RATE="1")], 1.0, False),
+    ]
     out = [
         ("`python -c pass`", [py, "-c", "pass"], base, agent(), 1.0, False),
         ("`python -c \"import asyncio\"`", [py, "-c", "import asyncio"], base, agent(), 1.0, False),
@@ -132,7 +150,7 @@ def cases(py, lib, tmp, against=None):
         ("exit, black-hole server", [py, "-c", BURN], base, agent("http://127.0.0.1:%d" % hole.port), 1000.0,
          False),
     ]
-    return out, exits
+    return out, exits, staged
 
 
 def stats(a, b, a2, c=None):
@@ -242,6 +260,8 @@ def main():
     ap.add_argument("--exit-rounds", type=int, default=7, help="rounds for the exit cases")
     ap.add_argument("--against", help="an earlier build of the library, measured in the same rounds")
     ap.add_argument("--only", help="run only the cases whose name contains TEXT (e.g. 'pass', 'exit')")
+    ap.add_argument("--stages", action="store_true",
+                    help="also `python -c pass` with the agent stopped after each start-up stage")
     ap.add_argument("--json")
     a = ap.parse_args()
     lib = os.path.abspath(a.lib)
@@ -251,7 +271,9 @@ def main():
             sys.exit("no agent library at %s (scripts/build.sh release)" % path)
     small = a.small_rounds or 10 * a.rounds
     tmp = tempfile.mkdtemp(prefix="pyagent-startup-")
-    start, exits = cases(a.python, lib, tmp, against)
+    start, exits, staged = cases(a.python, lib, tmp, against)
+    if a.stages:
+        start = start[:1] + staged + start[1:]
     # The agent must really be there: a profile for `python -c pass`.
     spawn(start[0][1], start[0][3][0])
     if not any(n.endswith(".folded") for n in os.listdir(tmp)):
