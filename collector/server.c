@@ -50,6 +50,8 @@ struct pa_coll_server {
 enum phase {
     P_HEADERS, /* a new connection: its first request's headers */
     P_BODY,    /* a request's body */
+    P_WORK,    /* the body has arrived and the request is handled: the client's deadlines do not
+                * apply (decoding and storing are bounded by their own limits) */
     P_QUERY,   /* suspended while the query pool works: the query's own budget applies */
     P_ANSWER,  /* sending the answer */
     P_IDLE,    /* kept alive between requests, and the next request's headers */
@@ -251,10 +253,10 @@ static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum
     struct conn *k = ci ? ci->socket_context : NULL;
     if (k == NULL)
         return;
-    unsigned ms = p == P_HEADERS ? srv->cfg.header_timeout_ms
-                  : p == P_IDLE  ? KEEPALIVE_MS
-                  : p == P_QUERY ? 0
-                                 : srv->cfg.body_timeout_ms;
+    unsigned ms = p == P_HEADERS                ? srv->cfg.header_timeout_ms
+                  : p == P_IDLE                 ? KEEPALIVE_MS
+                  : p == P_QUERY || p == P_WORK ? 0
+                                                : srv->cfg.body_timeout_ms;
     int64_t now = mono_ns();
     pthread_mutex_lock(&srv->conns_lock);
     k->phase = p;
@@ -707,6 +709,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (rq->job && !atomic_load(&rq->job->done))
         return MHD_YES; /* woken before the answer is ready: keep waiting */
+    /* The body is all here: the client kept its deadline, and handling it (a gunzip of up to
+     * --max-decompressed, a store) may outlast what is left of it on a loaded machine. */
+    if (!rq->job)
+        set_phase(srv, c, P_WORK);
     enum MHD_Result rc;
     if (rq->too_big && !rq->job)
         rc = send_text(c, 413, false, "body: more than the limit of %zu bytes", srv->cfg.max_body);
