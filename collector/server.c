@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -358,6 +359,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = NULL;
 }
 
+/* A connection past its header or body deadline whose socket holds bytes we have not read:
+ * the client sent them in time, and its connection's HTTP thread was busy with another
+ * request (a long gunzip). It is the collector that is late; the deadline is checked again
+ * at the next tick. A client that trickles its request is read as it sends (its socket is
+ * empty between bytes), so it is cut as before. Under conns_lock. */
+static bool unread_bytes(const struct conn *k) {
+    int n = 0;
+    return (k->phase == P_HEADERS || k->phase == P_BODY || k->phase == P_IDLE) &&
+           ioctl(k->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 static void *reaper(void *arg) {
     struct pa_coll_server *srv = arg;
     struct timespec tick = {0, 200 * 1000 * 1000};
@@ -366,7 +378,7 @@ static void *reaper(void *arg) {
         int64_t now = mono_ns();
         pthread_mutex_lock(&srv->conns_lock);
         for (struct conn *k = srv->conns; k; k = k->next)
-            if (k->deadline_ns && now > k->deadline_ns)
+            if (k->deadline_ns && now > k->deadline_ns && !unread_bytes(k))
                 close_conn(srv, k);
         pthread_mutex_unlock(&srv->conns_lock);
     }
