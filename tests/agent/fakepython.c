@@ -4,9 +4,9 @@
  * free-threaded 3.15 (no free-threaded layout known for it), a 3.13 whose _PyRuntime has no
  * debug-offsets cookie.
  * The version string comes from FAKEPY_VERSION (default 3.16.0); _PyRuntime is static data,
- * as in CPython, because the agent reads it before main(): built three times, with
- * -DFAKE_FREE_THREADED=1 -DFAKE_VERSION_HEX=0x030F00F0 and -DFAKE_NO_COOKIE=1 for the other
- * two cases; -DFAKE_DEBUG=1 exports the reference totals of a debug build (_Py_RefTotal up to
+ * as in CPython, because the agent reads it before main(): built four times, with
+ * -DFAKE_FREE_THREADED=1 -DFAKE_VERSION_HEX=0x030F00F0 and -DFAKE_NO_COOKIE=1 for the
+ * next two cases; -DFAKE_DEBUG=1 exports the reference totals of a debug build (_Py_RefTotal up to
  * 3.11, _Py_GetGlobalRefTotal from 3.12), which before 3.13 is all that tells one.
  * It "initializes", runs a little, prints "fake done" and exits 0. */
 #include <stdint.h>
