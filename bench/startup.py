@@ -8,7 +8,9 @@
 Start-up: `PY -c pass`, `PY -c "import asyncio"`, `/bin/true`, `sh -c true`, each with and
 without LD_PRELOAD=libpyagent.so, and two floors: `/bin/true` with an empty library preloaded,
 and both Python cases with the least an in-process sampler does (bench/floor_sampler.c: a
-perf event at the same rate, an empty handler, a file written at exit). Exit: a Python program that burns 50 ms of CPU (so that the
+perf event at the same rate, an empty handler, a file written at exit); `python -c pass` also
+with that sampler loaded as pyagent's agent is, by a preloaded stub's `dlopen` in CPython only,
+and (CPython 3.11) with its handler also walking the frames and naming each code object. Exit: a Python program that burns 50 ms of CPU (so that the
 agent has samples to deliver) and exits, with the agent writing a local file (no server),
 with PYAGENT_SERVER naming a closed port on 127.0.0.1 (refused at once) and a black hole
 (a local listener that accepts and never answers). With --stages, `PY -c pass` also runs with the
@@ -32,6 +34,7 @@ Prints Markdown."""
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -118,6 +121,15 @@ def cases(py, lib, tmp, against=None):
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", least,
                     os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_sampler.c")], check=True)
     least_env = dict(base, LD_PRELOAD=least, FLOOR_OUT=os.path.join(tmp, "floor"))
+    # The same sampler loaded as pyagent's agent is: a stub preloaded (the same library) loads
+    # it with dlopen when the process is CPython (FLOOR_LOAD); then also walking the Python
+    # frames and naming each code object at its first sight (FLOOR_WALK, CPython 3.11 only).
+    least_core = os.path.join(tmp, "floor_core.so")
+    shutil.copyfile(least, least_core)
+    loaded_env = dict(least_env, FLOOR_LOAD=least_core)
+    walk_env = dict(loaded_env, FLOOR_WALK="1")
+    walks = subprocess.run([py, "-c", "import sys; print(sys.version_info[:2] == (3, 11))"],
+                           capture_output=True, text=True).stdout.strip() == "True"
     # The agent stopped after each of its start-up stages (--stages): loaded and configured
     # only (PYAGENT_ENABLE=0); also the interpreter detected and the tables and uploader set up,
     # then stopped for want of an output (PYAGENT_OUTPUT=/dev/null); also sampling started,
@@ -138,6 +150,12 @@ def cases(py, lib, tmp, against=None):
         ("`python -c pass`, the least sampler (floor)", [py, "-c", "pass"], base, [least_env], 1.0, False),
         ("`python -c \"import asyncio\"`, the least sampler (floor)", [py, "-c", "import asyncio"], base,
          [least_env], 1.0, False),
+        ("`python -c pass`, the least sampler loaded by a stub's `dlopen` (floor)", [py, "-c", "pass"], base,
+         [loaded_env], 1.0, False),
+    ] + ([
+        ("`python -c pass`, the least sampler loaded by a stub, walking and naming frames (floor)",
+         [py, "-c", "pass"], base, [walk_env], 1.0, False),
+    ] if walks else []) + [
         ("`/bin/true`", ["/bin/true"], base, agent(), 0.1, True),
         ("`sh -c true`", [sh, "-c", "true"], base, agent(), 0.1, True),
         ("`/bin/true`, an empty library preloaded (floor)", ["/bin/true"], base, [dict(base, LD_PRELOAD=empty)],
