@@ -14,6 +14,10 @@ no_fault_injection: the agent (give the package build's) holds no fault-injectio
 nothing_else_mapped: a Python process under the agent maps no shared object that the same
     process without it does not map, except libpyagent.so and libpyagent-core.so (uploads off:
     libcurl is loaded only to upload).
+stub_segments: the stub maps in two segments, code with read-only data and writable data (every
+    process the preload reaches pays for each mapping and its first touch), neither both
+    writable and executable, its relocated data made read-only again (GNU_RELRO); the agent
+    keeps its read-only data in segments that are not executable.
 stub_only_outside_python: a process that is not Python (/bin/cat, /bin/sh) maps libpyagent.so
     and not the agent, writes nothing to its standard error and exits as without it.
 stub_without_agent: libpyagent.so copied alone into a directory: a Python program runs as
@@ -58,6 +62,27 @@ def test_exports(a):
         wanted = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*;", glob))
         check(wanted, "no global symbol in %s" % vmap)
         check(exported == wanted, "%s exports %s; the version script says %s" % (lib, sorted(exported), sorted(wanted)))
+
+
+def load_segments(lib):
+    """The flags ("R E", "RW ", ...) of each LOAD segment of lib, and whether it has GNU_RELRO."""
+    out = subprocess.run(["readelf", "-lW", lib], capture_output=True, text=True, check=True).stdout
+    flags = [m.group(1) for m in re.finditer(r"^\s*LOAD\s+(?:\S+\s+){5}([RWE ]{3})\s+0x", out, re.M)]
+    return flags, bool(re.search(r"^\s*GNU_RELRO\s", out, re.M)), out
+
+
+def test_stub_segments(a):
+    flags, relro, out = load_segments(a.lib)
+    check(len(flags) == 2, "%s has %d LOAD segments, not 2 (code with read-only data, writable data):\n%s"
+          % (a.lib, len(flags), out))
+    check(not any("W" in f and "E" in f for f in flags), "%s has a segment both writable and executable:\n%s"
+          % (a.lib, out))
+    check(relro, "%s has no GNU_RELRO segment:\n%s" % (a.lib, out))
+    core_flags, core_relro, core_out = load_segments(core_of(a.lib))
+    check(any(f.strip() == "R" for f in core_flags) and core_relro,
+          "%s has no read-only segment apart from its code, or no GNU_RELRO:\n%s" % (core_of(a.lib), core_out))
+    check(not any("W" in f and "E" in f for f in core_flags),
+          "%s has a segment both writable and executable:\n%s" % (core_of(a.lib), core_out))
 
 
 def fault_hooks(lib):
