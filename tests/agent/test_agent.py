@@ -583,7 +583,7 @@ def test_thread_shares(ctx):
     (handling). Releaser's released and Handler's handling shares are within 1 point plus
     three binomial deviations of the time each measured; Holder's released share, and every
     share of a state a thread never is in, stays under 3%, Raiser's handling (its except block,
-    which it does run) under 6%; Raiser is raising in at least 10%
+    which it does run) under 6%; Raiser is raising in at least 5%
     of its samples (the unwinding of 60 frames; nothing in the program measures it). The
     threads' counts add up to the process-wide ones."""
     rate = 1000
@@ -627,9 +627,14 @@ def test_thread_shares(ctx):
     # with the exception set. 1.6-2.4% here, 3.2% once under CI's load (2026-11-27): at most 6%.
     got, _ = share("Raiser", "handling")
     check(got < 6.0, "Raiser handling %.1f%%: %r" % (got, per))
+    # Raiser's raising share is the unwinding's part of its loop, which depends on the
+    # interpreter: 16-17.5% on 3.11 and 3.12, 11.8-12.8% on 3.15, 9.2-12.2% on 3.14 (2026-11-28,
+    # 3 to 8 runs each, an idle machine; 9.5% once under CI's load), about 2,000 samples of
+    # Raiser (a binomial deviation of 0.7 point). At least 5%: every other thread's share of a
+    # state it is never in stays under 3%, so raising is still told from its absence.
     got, _ = share("Raiser", "raising")
     report.append("Raiser raising %.1f%%" % got)
-    check(got >= 10.0, "Raiser raising in %.1f%% of its samples: %r" % (got, per))
+    check(got >= 5.0, "Raiser raising in %.1f%% of its samples: %r" % (got, per))
     print("; ".join(report))
 
 
