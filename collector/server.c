@@ -247,6 +247,14 @@ static int64_t mono_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The time a connection in phase p is given, in ms; 0: no deadline. */
+static unsigned phase_ms(const struct pa_coll_server *srv, enum phase p) {
+    return p == P_HEADERS                ? srv->cfg.header_timeout_ms
+           : p == P_IDLE                 ? KEEPALIVE_MS
+           : p == P_QUERY || p == P_WORK ? 0
+                                         : srv->cfg.body_timeout_ms;
+}
+
 /* Moves the connection to phase p; its deadline counts from now. */
 static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum phase p) {
     const union MHD_ConnectionInfo *ci =
@@ -254,10 +262,7 @@ static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum
     struct conn *k = ci ? ci->socket_context : NULL;
     if (k == NULL)
         return;
-    unsigned ms = p == P_HEADERS                ? srv->cfg.header_timeout_ms
-                  : p == P_IDLE                 ? KEEPALIVE_MS
-                  : p == P_QUERY || p == P_WORK ? 0
-                                                : srv->cfg.body_timeout_ms;
+    unsigned ms = phase_ms(srv, p);
     int64_t now = mono_ns();
     pthread_mutex_lock(&srv->conns_lock);
     k->phase = p;
@@ -361,9 +366,12 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
 /* A connection past its header or body deadline whose socket holds bytes we have not read:
  * the client sent them in time, and its connection's HTTP thread was busy with another
- * request (a long gunzip). It is the collector that is late; the deadline is checked again
- * at the next tick. A client that trickles its request is read as it sends (its socket is
- * empty between bytes), so it is cut as before. Under conns_lock. */
+ * request (a long gunzip). It is the collector that is late: the reaper gives the connection
+ * its phase's time again from now, so that once the thread reads those bytes (the socket is
+ * empty then, before the request is parsed and its phase moves on) it still has the time to
+ * handle them; skipping it only while bytes were unread cut it in that window (seen in CI,
+ * after a 54 s gunzip). A client that trickles its request is read as it sends (its socket
+ * is empty between bytes), so it is cut as before. Under conns_lock. */
 static bool unread_bytes(const struct conn *k) {
     int n = 0;
     return (k->phase == P_HEADERS || k->phase == P_BODY || k->phase == P_IDLE) &&
@@ -377,9 +385,14 @@ static void *reaper(void *arg) {
         nanosleep(&tick, NULL);
         int64_t now = mono_ns();
         pthread_mutex_lock(&srv->conns_lock);
-        for (struct conn *k = srv->conns; k; k = k->next)
-            if (k->deadline_ns && now > k->deadline_ns && !unread_bytes(k))
+        for (struct conn *k = srv->conns; k; k = k->next) {
+            if (!k->deadline_ns || now <= k->deadline_ns)
+                continue;
+            if (unread_bytes(k))
+                k->deadline_ns = now + (int64_t)phase_ms(srv, k->phase) * 1000000;
+            else
                 close_conn(srv, k);
+        }
         pthread_mutex_unlock(&srv->conns_lock);
     }
     return NULL;
