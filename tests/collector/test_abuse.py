@@ -464,6 +464,58 @@ class SlowHandlingIsNotTheClientsFault(unittest.TestCase):
             self.assertTrue(answer.startswith(b"HTTP/1.1 200 "), answer[:200])
             self.assertIn(b'"behind.cpu"', c.get("/api/apps")[1])
 
+    def test_a_request_read_late_keeps_its_time(self):
+        """A request's first line, sent 1 s after its connection while the only HTTP thread is
+        in a bomb's gunzip, waits unread and is read after the bomb; the rest of the request
+        comes 0.5 s later, well within a header deadline (2 s) counted from when the collector
+        got to it. The reaper used to cut such a connection as soon as its
+        socket was empty (its deadline long past): the gap between the thread's read and the
+        request's parsing, which CI hit once (a request behind a 54 s gunzip unanswered)."""
+        z = zlib.compressobj(1, wbits=31)
+        zeros = b"\0" * MIB
+        bomb = b"".join(z.compress(zeros) for _ in range(512)) + z.flush()
+        small = b"late;read 1\n"
+        deadline = 2
+        with Collector("--threads", "1", "--header-timeout", "%ds" % deadline,
+                       "--body-timeout", "%ds" % deadline, "--max-decompressed", "600M",
+                       "--max-decompressed-total", "600M") as c:
+            out = {}
+
+            def big():
+                t = time.monotonic()
+                out["big"] = c.request("POST", "/ingest?name=late.cpu&from=%d&until=%d"
+                                       % (T0, T0 + 10), body=bomb,
+                                       headers={"Content-Encoding": "gzip"}, timeout=300)
+                out["big_s"] = time.monotonic() - t
+            behind = socket.create_connection(("127.0.0.1", c.port), timeout=300)
+            time.sleep(0.1)
+            th = threading.Thread(target=big)
+            th.start()
+            time.sleep(1.0)  # the bomb's 0.5 MB have arrived and its gunzip runs; 1 s of 2 left
+            behind.sendall(("POST /ingest?name=lateread.cpu&format=folded&from=%d&until=%d HTTP/1.1\r\n"
+                            % (T0, T0 + 10)).encode())
+            th.join()
+            time.sleep(0.5)
+            answer = b""
+            try:
+                behind.sendall(("Host: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                                % len(small)).encode() + small)
+                while True:
+                    b = behind.recv(65536)
+                    if not b:
+                        break
+                    answer += b
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+            behind.close()
+            print("  bomb answered %d after %.2f s; the request read late: %r"
+                  % (out["big"][0], out["big_s"], answer[:40]), file=sys.stderr)
+            if out["big_s"] < deadline + 0.4:
+                self.skipTest("the bomb took %.2f s, within the deadline: nothing shown" % out["big_s"])
+            self.assertEqual(out["big"][0], 200, out["big"][1])
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200 "), answer[:200])
+            self.assertIn(b'"lateread.cpu"', c.get("/api/apps")[1])
+
 
 class GlobalConnectionLimit(unittest.TestCase):
     """--max-connections against a flood from many addresses, each within its per-address
