@@ -364,33 +364,36 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = NULL;
 }
 
-/* A connection past its header or body deadline whose socket holds bytes we have not read:
+/* A connection at its header or body deadline whose socket holds bytes we have not read:
  * the client sent them in time, and its connection's HTTP thread was busy with another
- * request (a long gunzip). It is the collector that is late: the reaper gives the connection
- * its phase's time again from now, so that once the thread reads those bytes (the socket is
- * empty then, before the request is parsed and its phase moves on) it still has the time to
- * handle them; skipping it only while bytes were unread cut it in that window (seen in CI,
- * after a 54 s gunzip). A client that trickles its request is read as it sends (its socket
- * is empty between bytes), so it is cut as before. Under conns_lock. */
+ * request (a long gunzip). It is the collector that is late: at each tick within one of the
+ * deadline the reaper gives such a connection its phase's time again from then, so that once
+ * the thread gets to those bytes (the socket is empty from then on, before the request is
+ * parsed and its phase moves on) the connection still has its phase's time, less a tick, to
+ * go on; skipping it only while bytes were unread cut it in that gap (seen in CI, after a
+ * 54 s gunzip). A client that trickles its request is read as it sends (its socket is empty
+ * between bytes), so it is cut as before. Under conns_lock. */
 static bool unread_bytes(const struct conn *k) {
     int n = 0;
     return (k->phase == P_HEADERS || k->phase == P_BODY || k->phase == P_IDLE) &&
            ioctl(k->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+enum { REAPER_TICK_MS = 200 };
+
 static void *reaper(void *arg) {
     struct pa_coll_server *srv = arg;
-    struct timespec tick = {0, 200 * 1000 * 1000};
+    struct timespec tick = {0, REAPER_TICK_MS * 1000 * 1000};
     while (!atomic_load(&srv->stopping)) {
         nanosleep(&tick, NULL);
         int64_t now = mono_ns();
         pthread_mutex_lock(&srv->conns_lock);
         for (struct conn *k = srv->conns; k; k = k->next) {
-            if (!k->deadline_ns || now <= k->deadline_ns)
+            if (!k->deadline_ns || now + (int64_t)REAPER_TICK_MS * 1000000 <= k->deadline_ns)
                 continue;
             if (unread_bytes(k))
                 k->deadline_ns = now + (int64_t)phase_ms(srv, k->phase) * 1000000;
-            else
+            else if (now > k->deadline_ns)
                 close_conn(srv, k);
         }
         pthread_mutex_unlock(&srv->conns_lock);

@@ -417,28 +417,42 @@ class SlowHandlingIsNotTheClientsFault(unittest.TestCase):
     down under the handler or behind it when --body-timeout (5 s there) ran out."""
     DEADLINE = 1
 
-    def test_requests_handled_past_their_deadlines_are_answered(self):
+    @staticmethod
+    def collector(deadline):
+        """One HTTP thread, header and body deadlines of `deadline` s, room for the bomb."""
+        return Collector("--threads", "1", "--header-timeout", "%ds" % deadline,
+                         "--body-timeout", "%ds" % deadline, "--max-decompressed", "600M",
+                         "--max-decompressed-total", "600M")
+
+    @staticmethod
+    def start_bomb(c, out):
+        """Connects a client (the connection behind, accepted first by the only HTTP thread),
+        then uploads 512 MiB of zeros gzipped (0.5 MB) from a thread of its own, which puts the
+        answer and the seconds it took in out["big"] and out["big_s"]. Returns the connection
+        and the thread."""
         z = zlib.compressobj(1, wbits=31)  # gzip framing
         zeros = b"\0" * MIB
         bomb = b"".join(z.compress(zeros) for _ in range(512)) + z.flush()
-        small = b"waiting;behind 1\n"
-        with Collector("--threads", "1", "--header-timeout", "%ds" % self.DEADLINE,
-                       "--body-timeout", "%ds" % self.DEADLINE, "--max-decompressed", "600M",
-                       "--max-decompressed-total", "600M") as c:
-            out = {}
 
-            def big():
-                t = time.monotonic()
-                out["big"] = c.request("POST", "/ingest?name=late.cpu&from=%d&until=%d"
-                                       % (T0, T0 + 10), body=bomb,
-                                       headers={"Content-Encoding": "gzip"}, timeout=300)
-                out["big_s"] = time.monotonic() - t
-            # The connection behind is accepted first, by the only HTTP thread, and sends its
-            # request once that thread is in the bomb's gunzip: its bytes wait unread.
-            behind = socket.create_connection(("127.0.0.1", c.port), timeout=300)
-            time.sleep(0.1)
-            th = threading.Thread(target=big)
-            th.start()
+        def big():
+            t = time.monotonic()
+            out["big"] = c.request("POST", "/ingest?name=late.cpu&from=%d&until=%d"
+                                   % (T0, T0 + 10), body=bomb,
+                                   headers={"Content-Encoding": "gzip"}, timeout=300)
+            out["big_s"] = time.monotonic() - t
+        behind = socket.create_connection(("127.0.0.1", c.port), timeout=300)
+        time.sleep(0.1)
+        th = threading.Thread(target=big)
+        th.start()
+        return behind, th
+
+    def test_requests_handled_past_their_deadlines_are_answered(self):
+        small = b"waiting;behind 1\n"
+        with self.collector(self.DEADLINE) as c:
+            out = {}
+            # The connection behind sends its request once the only HTTP thread is in the
+            # bomb's gunzip: its bytes wait unread.
+            behind, th = self.start_bomb(c, out)
             time.sleep(0.4)
             t = time.monotonic()
             behind.sendall(("POST /ingest?name=behind.cpu&format=folded&from=%d&until=%d HTTP/1.1\r\n"
@@ -471,26 +485,11 @@ class SlowHandlingIsNotTheClientsFault(unittest.TestCase):
         got to it. The reaper used to cut such a connection as soon as its
         socket was empty (its deadline long past): the gap between the thread's read and the
         request's parsing, which CI hit once (a request behind a 54 s gunzip unanswered)."""
-        z = zlib.compressobj(1, wbits=31)
-        zeros = b"\0" * MIB
-        bomb = b"".join(z.compress(zeros) for _ in range(512)) + z.flush()
         small = b"late;read 1\n"
         deadline = 2
-        with Collector("--threads", "1", "--header-timeout", "%ds" % deadline,
-                       "--body-timeout", "%ds" % deadline, "--max-decompressed", "600M",
-                       "--max-decompressed-total", "600M") as c:
+        with self.collector(deadline) as c:
             out = {}
-
-            def big():
-                t = time.monotonic()
-                out["big"] = c.request("POST", "/ingest?name=late.cpu&from=%d&until=%d"
-                                       % (T0, T0 + 10), body=bomb,
-                                       headers={"Content-Encoding": "gzip"}, timeout=300)
-                out["big_s"] = time.monotonic() - t
-            behind = socket.create_connection(("127.0.0.1", c.port), timeout=300)
-            time.sleep(0.1)
-            th = threading.Thread(target=big)
-            th.start()
+            behind, th = self.start_bomb(c, out)
             time.sleep(1.0)  # the bomb's 0.5 MB have arrived and its gunzip runs; 1 s of 2 left
             behind.sendall(("POST /ingest?name=lateread.cpu&format=folded&from=%d&until=%d HTTP/1.1\r\n"
                             % (T0, T0 + 10)).encode())
