@@ -15,7 +15,7 @@ case "$flavour" in
   package)
     opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DPYAGENT_FAULT_INJECTION=OFF
       -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON)
-    targets=(--target pyagent pyagent_core pyagent-render pyagent-collector pyagent-inspect manpages)
+    targets=(--target pyagent pyagent_core pyagent_wire pyagent-render pyagent-collector pyagent-inspect manpages)
     ;;
   *) echo "build.sh: unknown flavour '$flavour' (release, asan, tsan, package)" >&2; exit 2 ;;
 esac

@@ -101,6 +101,39 @@ static double mono(void) {
     return (double)mono_ns() / 1e9;
 }
 
+/* The Push and OTLP encoders (wire.h), from libpyagent-wire.so in the agent's own directory. */
+static const struct pa_wire_api *wire;
+
+static int load_wire(void) {
+    if (wire)
+        return 0;
+    Dl_info self;
+    char path[4096];
+    const char *slash;
+    if (!dladdr((void *)&load_wire, &self) || !self.dli_fname ||
+        !(slash = strrchr(self.dli_fname, '/')) ||
+        (size_t)(slash - self.dli_fname) + 1 + sizeof PA_WIRE_FILE > sizeof path) {
+        pa_log(PA_LOG_ERROR,
+               "cannot tell the agent's directory, so not load " PA_WIRE_FILE ": not uploading");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%.*s/" PA_WIRE_FILE, (int)(slash - self.dli_fname),
+             self.dli_fname);
+    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!so) {
+        pa_log(PA_LOG_ERROR, "cannot load %s (%s): not uploading", path, dlerror());
+        return -1;
+    }
+    const struct pa_wire_api *api = dlsym(so, PA_WIRE_API);
+    if (!api) {
+        pa_log(PA_LOG_ERROR, "%s is not this agent's (no " PA_WIRE_API "): not uploading", path);
+        dlclose(so);
+        return -1;
+    }
+    wire = api;
+    return 0;
+}
+
 static int load_curl(void) {
     if (curl.so)
         return 0;
@@ -412,7 +445,10 @@ int pa_send_init(const struct pa_config *c) {
         return 0;
     protocol = (enum protocol)cfg->protocol;
     pa_modname_init();
-    if (load_curl() != 0)
+    /* Both at start, in normal context, never later: a death's flush may encode and send
+     * (spooled OTLP answers need the wire library whatever the protocol now), and it must not
+     * call the loader then. */
+    if (load_curl() != 0 || load_wire() != 0)
         return -1;
     if (cfg->spool_dir[0]) {
         snprintf(spool_dir, sizeof spool_dir, "%s", cfg->spool_dir);
@@ -708,10 +744,10 @@ static int encode_message(const pa_profile *p, time_t from, time_t until, pa_buf
     new_id(raw, id, sizeof id);
     if (protocol == PROTO_PUSH) {
         pa_buf_puts(head, "pyagent-spool 2 /push.v1.PusherService/Push application/proto\n");
-        return pa_wire_push(p, svc, ls, n, id, body, err);
+        return wire->push(p, svc, ls, n, id, body, err);
     }
     pa_buf_puts(head, "pyagent-spool 2 /v1development/profiles application/x-protobuf\n");
-    return pa_wire_otlp(p, svc, ls, n, from, until, raw, body, err);
+    return wire->otlp(p, svc, ls, n, from, until, raw, body, err);
 }
 
 static int spool_one(const pa_profile *p, time_t from, time_t until, const char *name) {
@@ -938,7 +974,7 @@ static int post(const struct target *t, const char *body, size_t len, double dea
     if (status >= 200 && status < 300 && t->otlp) {
         /* OTLP's partial success: the server will never take those profiles either. */
         pa_error why;
-        int64_t n = pa_wire_otlp_rejected(reply.text, reply.len, &why);
+        int64_t n = wire->otlp_rejected(reply.text, reply.len, &why);
         if (n > 0) {
             pa_fail(reason, "OTLP partial success, %lld rejected: %s", (long long)n, why.msg);
             return POST_REJECTED;

@@ -1,6 +1,10 @@
 /* wire.h: the bodies of the upload protocols other than /ingest, encoded with the code
  * protoc-c generates from proto/ (protobuf-c's runtime is linked in statically).
  *
+ * These live in libpyagent-wire.so, not in the agent: the agent (send.c) loads it beside
+ * itself when a server is configured and calls them through the table PA_WIRE_API names
+ * (docs/architecture.md, "The wire encoders apart").
+ *
  * Normal context. A body is built from one profile (the samples of one interval, frames
  * already module-qualified) and the series' labels:
  *   - push: Grafana Pyroscope's PushRequest, one series (labels __name__, service_name and
@@ -40,5 +44,18 @@ int pa_wire_otlp(const pa_profile *p, const char *service, const struct pa_wire_
 /* An OTLP answer's partial_success: how many profiles the server rejected (0 for none, or an
  * answer that is not an ExportProfilesServiceResponse), with its message in err. */
 int64_t pa_wire_otlp_rejected(const void *body, size_t len, pa_error *err);
+
+/* What libpyagent-wire.so exports: one table, named by its version, so that an agent never
+ * calls a wire library built from other sources (the name would be missing). */
+#define PA_WIRE_API "pa_wire_api_1"
+#define PA_WIRE_FILE "libpyagent-wire.so"
+struct pa_wire_api {
+    int (*push)(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
+                size_t nlabels, const char *id, pa_buf *out, pa_error *err);
+    int (*otlp)(const pa_profile *p, const char *service, const struct pa_wire_label *labels,
+                size_t nlabels, time_t from, time_t until, const uint8_t *profile_id, pa_buf *out,
+                pa_error *err);
+    int64_t (*otlp_rejected)(const void *body, size_t len, pa_error *err);
+};
 
 #endif

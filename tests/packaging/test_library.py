@@ -3,11 +3,18 @@
     python3 test_library.py --lib libpyagent.so --map shim/libpyagent.map [--python PY] CASE
 
 libpyagent.so is the stub a process preloads; the agent, libpyagent-core.so beside it (its
-version script core.map beside libpyagent.map), is loaded only into CPython (shim/stub.c).
+version script core.map beside libpyagent.map), is loaded only into CPython (shim/stub.c); the
+agent's Push and OTLP encoders, libpyagent-wire.so (wire.map), are loaded by the agent only
+when a server is configured (uploader/send.c).
 glibc_only: readelf -d names no library outside glibc (libc, libm, libdl, libpthread, librt,
-    the loader) for either, besides the stub for the agent: libunwind, zlib and libgcc are
-    linked in.
+    the loader) for any of the three, besides the stub for the agent: libunwind, zlib,
+    protobuf-c and libgcc are linked in.
 exports: nm -D --defined-only is exactly each version script's global list.
+wire_apart: the agent holds no protobuf-c code and no protoc-c descriptor (those are most of a
+    library's relocated data, copied at every load), the wire library does; a Python process
+    with a server configured maps the wire library (a process without one does not:
+    nothing_else_mapped); with the wire library missing, uploads are refused in one line on
+    standard error naming it, and the program and its local file are as without a server.
 cmake_install: cmake --install puts every file where GNUInstallDirs says.
 no_fault_injection: the agent (give the package build's) holds no fault-injection hook: not
     the variable that enables it, not the walker's counter; the test build's does (--test-lib).
@@ -38,14 +45,19 @@ from harness import Failure, check  # noqa: E402
 
 
 CORE = "libpyagent-core.so"
+WIRE = "libpyagent-wire.so"
 
 
 def core_of(lib):
     return os.path.join(os.path.dirname(os.path.abspath(lib)), CORE)
 
 
+def wire_of(lib):
+    return os.path.join(os.path.dirname(os.path.abspath(lib)), WIRE)
+
+
 def test_glibc_only(a):
-    for lib, allowed in ((a.lib, GLIBC), (core_of(a.lib), GLIBC | {"libpyagent.so"})):
+    for lib, allowed in ((a.lib, GLIBC), (core_of(a.lib), GLIBC | {"libpyagent.so"}), (wire_of(a.lib), GLIBC)):
         out = subprocess.run(["readelf", "-dW", lib], capture_output=True, text=True, check=True).stdout
         needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
         check(needed, "readelf found no NEEDED entry at all in %s:\n%s" % (lib, out))
@@ -54,7 +66,9 @@ def test_glibc_only(a):
 
 
 def test_exports(a):
-    for lib, vmap in ((a.lib, a.map), (core_of(a.lib), os.path.join(os.path.dirname(a.map), "core.map"))):
+    maps = os.path.dirname(a.map)
+    for lib, vmap in ((a.lib, a.map), (core_of(a.lib), os.path.join(maps, "core.map")),
+                      (wire_of(a.lib), os.path.join(maps, "wire.map"))):
         out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
         exported = {l.split()[-1] for l in out.splitlines() if l.strip()}
         text = open(vmap).read()
@@ -95,7 +109,7 @@ def test_no_fault_injection(a):
     check(a.test_lib, "--test-lib (a test build's library, which must have the hooks) is needed")
     check(fault_hooks(core_of(a.test_lib)),
           "the test build %s has no fault-injection hook: the check sees nothing" % core_of(a.test_lib))
-    for lib in (a.lib, core_of(a.lib)):
+    for lib in (a.lib, core_of(a.lib), wire_of(a.lib)):
         found = fault_hooks(lib)
         check(not found, "%s holds fault-injection hooks: %s" % (lib, [w.decode() for w in found]))
 
@@ -118,6 +132,49 @@ def test_nothing_else_mapped(a):
         under = mapped([a.python], env)
     extra = under - without
     check(extra == {os.path.basename(a.lib), CORE}, "the agent brought in %s" % sorted(extra))
+
+
+def symbols(lib):
+    """The names in lib's full symbol table (nm: the build is not stripped)."""
+    out = subprocess.run(["nm", lib], capture_output=True, text=True, check=True).stdout
+    return {l.split()[-1] for l in out.splitlines() if len(l.split()) >= 2}
+
+
+def test_wire_apart(a):
+    core, wire = symbols(core_of(a.lib)), symbols(wire_of(a.lib))
+    check("pa_core_attach" in core and "pa_wire_api_1" in wire, "nm sees neither library's entry point")
+    for names, lib, want in ((core, CORE, False), (wire, WIRE, True)):
+        found = sorted(n for n in names if n.startswith("protobuf_c_") or n.endswith("__descriptor"))
+        check(bool(found) == want, "%s %s protobuf-c: %s" % (lib, "lacks" if want else "holds", found[:8]))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_") and k != "LD_PRELOAD"}
+    with tempfile.TemporaryDirectory() as tmp:
+        # A server nobody listens on: the agent loads what it uploads with at start, and the
+        # upload itself fails (the exit deadline is kept short).
+        env = dict(base, LD_PRELOAD=os.path.abspath(a.lib), PYAGENT_OUTPUT=os.path.join(tmp, "p.folded"),
+                   PYAGENT_SERVER="http://127.0.0.1:9", PYAGENT_PROTOCOL="push",
+                   PYAGENT_SPOOL_DIR=os.path.join(tmp, "spool"), PYAGENT_EXIT_TIMEOUT_MS="100")
+        under = mapped([a.python], env)
+        check(WIRE in under, "with a server, the agent did not load %s: %s" % (WIRE, sorted(under)))
+        # The stub and the agent alone in a directory: uploads are refused, nothing else changes.
+        alone = os.path.join(tmp, "alone")
+        os.mkdir(alone)
+        for f in (a.lib, core_of(a.lib)):
+            shutil.copy(f, alone)
+        out = os.path.join(tmp, "q.folded")
+        spool = os.path.join(tmp, "spool2")
+        env = dict(env, LD_PRELOAD=os.path.join(alone, "libpyagent.so"), PYAGENT_OUTPUT=out, PYAGENT_RATE="1000",
+                   PYAGENT_SPOOL_DIR=spool)
+        prog = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass\nprint(6 * 7)"
+        r = subprocess.run([a.python, "-c", prog], capture_output=True, text=True, cwd=tmp, env=env)
+        check(r.returncode == 0 and r.stdout == "42\n", "rc %d, stdout %r, stderr %r" % (r.returncode, r.stdout, r.stderr))
+        refused = [l for l in r.stderr.splitlines() if WIRE in l]
+        check(len(refused) == 1 and re.match(r"pyagent\[\d+\]: .*cannot load %s.*: not uploading$"
+                                             % re.escape(os.path.join(alone, WIRE)), refused[0]),
+              "standard error does not say in one line that uploads are off: %r" % r.stderr)
+        check(os.path.isfile(out) and ";" in open(out).read(), "no local profile beside the refused uploads: %s"
+              % os.listdir(tmp))
+        check(os.listdir(os.path.join(tmp, "spool")), "the first run, with the wire library, spooled nothing")
+        check(not os.path.exists(spool), "a spool was made with uploads off: %s" % spool)
 
 
 def test_stub_only_outside_python(a):
@@ -157,7 +214,7 @@ def test_cmake_install(a):
                            capture_output=True, text=True)
         check(r.returncode == 0, "cmake --install failed: %s" % r.stderr)
         root = os.path.join(dest, "usr/local")
-        for f in ["lib/libpyagent.so", "lib/" + CORE, "bin/pyagent", "bin/pyagent-render", "bin/pyagent-collector",
+        for f in ["lib/libpyagent.so", "lib/" + CORE, "lib/" + WIRE, "bin/pyagent", "bin/pyagent-render", "bin/pyagent-collector",
                   "share/man/man1/pyagent.1", "share/man/man1/pyagent-render.1",
                   "share/man/man1/pyagent-collector.1", "lib/systemd/system/pyagent-collector.service",
                   "share/doc/pyagent/install.md", "lib/python3/dist-packages/pyagent.py"]:
