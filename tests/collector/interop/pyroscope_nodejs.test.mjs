@@ -18,6 +18,10 @@ Pyroscope.start();
 // profiler.js; 2 of 4 runs under load), or, from its heap profiler's half of the same round,
 // "Heap profiler is not enabled" (once in CI, 2026-11-28). The last profile was exported by
 // then; those two rejections are the SDK's, anything else still ends the program.
+// The same race also leaves the SDK's loop running: that round's setImmediate schedules the
+// next round after stop() cleared the timer, so a timer keeps the program alive and every
+// round rejects again (CI, 2026-11-28: "Heap profiler is not enabled" each second until the
+// 120 s limit). So the program ends itself once stop() has exported the last profile.
 process.on('unhandledRejection', (e) => {
   if (!/Wall profiler is not started|Heap profiler is not enabled/.test(String(e && e.message))) throw e;
   console.error('SDK race at stop ignored: ' + e.message);
@@ -32,7 +36,7 @@ const end = Date.now() + 4000;
 (function loop() {
   spinNodeBurn(50);
   if (Date.now() < end) setImmediate(loop);
-  else Pyroscope.stop().then(() => console.log('node done'));
+  else Pyroscope.stop().then(() => { console.log('node done'); process.exit(0); });
 })();
 `;
 
