@@ -149,9 +149,10 @@ def test_wire_apart(a):
     base = {k: v for k, v in os.environ.items() if not k.startswith("PYAGENT_") and k != "LD_PRELOAD"}
     with tempfile.TemporaryDirectory() as tmp:
         # A server nobody listens on: the agent loads what it uploads with at start, and the
-        # upload itself fails (the exit deadline is kept short).
+        # upload itself fails (the exit deadline is kept short) and is spooled. 1 kHz: a short
+        # program's few samples at 100 Hz may be none, and then nothing is spooled.
         env = dict(base, LD_PRELOAD=os.path.abspath(a.lib), PYAGENT_OUTPUT=os.path.join(tmp, "p.folded"),
-                   PYAGENT_SERVER="http://127.0.0.1:9", PYAGENT_PROTOCOL="push",
+                   PYAGENT_SERVER="http://127.0.0.1:9", PYAGENT_PROTOCOL="push", PYAGENT_RATE="1000",
                    PYAGENT_SPOOL_DIR=os.path.join(tmp, "spool"), PYAGENT_EXIT_TIMEOUT_MS="100")
         under = mapped([a.python], env)
         check(WIRE in under, "with a server, the agent did not load %s: %s" % (WIRE, sorted(under)))
@@ -162,8 +163,7 @@ def test_wire_apart(a):
             shutil.copy(f, alone)
         out = os.path.join(tmp, "q.folded")
         spool = os.path.join(tmp, "spool2")
-        env = dict(env, LD_PRELOAD=os.path.join(alone, "libpyagent.so"), PYAGENT_OUTPUT=out, PYAGENT_RATE="1000",
-                   PYAGENT_SPOOL_DIR=spool)
+        env = dict(env, LD_PRELOAD=os.path.join(alone, "libpyagent.so"), PYAGENT_OUTPUT=out, PYAGENT_SPOOL_DIR=spool)
         prog = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass\nprint(6 * 7)"
         r = subprocess.run([a.python, "-c", prog], capture_output=True, text=True, cwd=tmp, env=env)
         check(r.returncode == 0 and r.stdout == "42\n", "rc %d, stdout %r, stderr %r" % (r.returncode, r.stdout, r.stderr))
