@@ -114,7 +114,7 @@ static int load_wire(void) {
         !(slash = strrchr(self.dli_fname, '/')) ||
         (size_t)(slash - self.dli_fname) + 1 + sizeof PA_WIRE_FILE > sizeof path) {
         pa_log(PA_LOG_ERROR,
-               "cannot tell the agent's directory, so not load " PA_WIRE_FILE ": not uploading");
+               "cannot tell the agent's directory, so cannot load " PA_WIRE_FILE ": not uploading");
         return -1;
     }
     snprintf(path, sizeof path, "%.*s/" PA_WIRE_FILE, (int)(slash - self.dli_fname),
