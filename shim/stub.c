@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../agent/pydetect.h"
+#include "../base/beside.h"
 #include "../base/realfns.h"
 #include "../base/tls.h"
 #include "stub.h"
@@ -58,21 +59,17 @@ static void say(const char *a, const char *b, const char *c) {
 static int load_core(void) {
     if (atomic_exchange(&core_tried, 1))
         return 0;
-    Dl_info self;
-    if (!dladdr((void *)&load_core, &self) || !self.dli_fname) {
+    char path[PATH_MAX];
+    int where = pa_path_beside((void *)&load_core, PA_CORE_FILE, path, sizeof path);
+    if (where == -1) {
         say("cannot find where libpyagent.so is, so not its agent ", PA_CORE_FILE,
             "; not profiling");
         return 0;
     }
-    char path[PATH_MAX];
-    const char *slash = strrchr(self.dli_fname, '/');
-    size_t dir = slash ? (size_t)(slash - self.dli_fname + 1) : 0;
-    if (dir + sizeof PA_CORE_FILE > sizeof path) {
-        say("the path of libpyagent.so is too long: ", self.dli_fname, "; not profiling");
+    if (where == -2) {
+        say("the path of libpyagent.so is too long: ", path, "; not profiling");
         return 0;
     }
-    memcpy(path, self.dli_fname, dir);
-    memcpy(path + dir, PA_CORE_FILE, sizeof PA_CORE_FILE);
     (void)NEXT(pthread_create);
     (void)NEXT(pthread_sigmask);
     (void)NEXT(signal);

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/beside.h"
 #include "../base/bss.h"
 #include "../base/log.h"
 #include "modname.h"
@@ -107,18 +108,12 @@ static const struct pa_wire_api *wire;
 static int load_wire(void) {
     if (wire)
         return 0;
-    Dl_info self;
     char path[4096];
-    const char *slash;
-    if (!dladdr((void *)&load_wire, &self) || !self.dli_fname ||
-        !(slash = strrchr(self.dli_fname, '/')) ||
-        (size_t)(slash - self.dli_fname) + 1 + sizeof PA_WIRE_FILE > sizeof path) {
+    if (pa_path_beside((void *)&load_wire, PA_WIRE_FILE, path, sizeof path) != 0) {
         pa_log(PA_LOG_ERROR,
                "cannot tell the agent's directory, so cannot load " PA_WIRE_FILE ": not uploading");
         return -1;
     }
-    snprintf(path, sizeof path, "%.*s/" PA_WIRE_FILE, (int)(slash - self.dli_fname),
-             self.dli_fname);
     void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!so) {
         pa_log(PA_LOG_ERROR, "cannot load %s (%s): not uploading", path, dlerror());
