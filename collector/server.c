@@ -66,6 +66,7 @@ struct conn {
     int64_t deadline_ns; /* 0: none */
     int64_t since_ns;    /* when it last began to wait for a request's headers */
     bool closing;        /* shut down (deadline, displaced): libmicrohttpd closes it next */
+    bool late;           /* seen at its deadline with bytes unread (see reaper) */
     struct conn *prev, *next;
 };
 
@@ -267,6 +268,7 @@ static void set_phase(struct pa_coll_server *srv, struct MHD_Connection *c, enum
     pthread_mutex_lock(&srv->conns_lock);
     k->phase = p;
     k->deadline_ns = ms ? now + (int64_t)ms * 1000000 : 0;
+    k->late = false;
     if (p == P_HEADERS || p == P_IDLE)
         k->since_ns = now;
     pthread_mutex_unlock(&srv->conns_lock);
@@ -366,13 +368,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
 /* A connection at its header or body deadline whose socket holds bytes we have not read:
  * the client sent them in time, and its connection's HTTP thread was busy with another
- * request (a long gunzip). It is the collector that is late: at each tick within one of the
- * deadline the reaper gives such a connection its phase's time again from then, so that once
- * the thread gets to those bytes (the socket is empty from then on, before the request is
- * parsed and its phase moves on) the connection still has its phase's time, less a tick, to
- * go on; skipping it only while bytes were unread cut it in that gap (seen in CI, after a
- * 54 s gunzip). A client that trickles its request is read as it sends (its socket is empty
- * between bytes), so it is cut as before. Under conns_lock. */
+ * request (a long gunzip). It is the collector that is late, and the client's time counts
+ * from when the collector gets to those bytes: the reaper marks such a connection late and,
+ * at every tick while its bytes stay unread, gives it its phase's time again from then. The
+ * tick after the thread has read them (the socket is empty from then on, before the request
+ * is parsed and its phase moves on) the connection has its phase's time, less at most one
+ * tick, to go on. Renewing only at the deadline (as before) left it anything from nothing to
+ * its phase's time, whatever it was when the thread came: CI saw a request cut after a 54 s
+ * gunzip, then again after a 24 s one, its rest sent 0.5 s after the gunzip's answer within a
+ * 2 s header deadline. A client that trickles its request is read as it sends (its socket is
+ * empty between bytes), so it is cut as before. Under conns_lock. */
 static bool unread_bytes(const struct conn *k) {
     int n = 0;
     return (k->phase == P_HEADERS || k->phase == P_BODY || k->phase == P_IDLE) &&
@@ -389,9 +394,11 @@ static void *reaper(void *arg) {
         int64_t now = mono_ns();
         pthread_mutex_lock(&srv->conns_lock);
         for (struct conn *k = srv->conns; k; k = k->next) {
-            if (!k->deadline_ns || now + (int64_t)REAPER_TICK_MS * 1000000 <= k->deadline_ns)
+            if (!k->deadline_ns ||
+                (!k->late && now + (int64_t)REAPER_TICK_MS * 1000000 <= k->deadline_ns))
                 continue;
-            if (unread_bytes(k))
+            k->late = unread_bytes(k);
+            if (k->late)
                 k->deadline_ns = now + (int64_t)phase_ms(srv, k->phase) * 1000000;
             else if (now > k->deadline_ns)
                 close_conn(srv, k);
