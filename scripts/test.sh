@@ -146,6 +146,25 @@ for r in build/stage-*.result; do
   failed=$((failed + f))
   [ "$f" != 0 ] && failures="$failures $name"
 done
+# The last lines each failing ctest test printed, again at the very end: CI's record keeps the
+# head and tail of this output, and a failure's reason was lost between them (CI, 2026-11-28:
+# three tests failed, the output of two never shown).
+failure_tails() { # failure_tails LOG: each "***Failed" (or Timeout) block's last 12 lines, less TAP's counts
+  awk '
+    function flush() { if (name != "") { print "--- " name; s = n > 12 ? n - 12 : 0; for (i = s + 1; i <= n; i++) print buf[i] } name = ""; n = 0 }
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: .*\*\*\*/ { flush(); name = $0; next }
+    /^ *Start +[0-9]+: |^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / { flush(); next }
+    name != "" && !/^(# [a-z_]+ [0-9.]+|1\.\.[0-9]+| *\.\.\.|)$/ { buf[++n] = substr($0, 1, 300) }
+    END { flush() }' "$1"
+}
+for r in build/stage-*.result; do
+  read -r p f <"$r"
+  log=${r%.result}.log
+  if [ "$f" != 0 ] && [ -f "$log" ] && grep -q '\*\*\*Failed\|\*\*\*Timeout\|\*\*\*Exception' "$log"; then
+    echo "=== what the failing tests of ${log#build/stage-} printed last"
+    failure_tails "$log"
+  fi
+done
 [ -n "$failures" ] && echo "failed stages:$failures"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" = 0 ]
