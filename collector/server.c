@@ -310,10 +310,13 @@ static void displace_one(struct pa_coll_server *srv, int64_t now) {
 }
 
 /* libmicrohttpd's timeout is an idle timeout: a client that sends one byte now and then
- * keeps its connection forever. The registry gives each connection an absolute deadline per
- * phase; past it the reaper shuts the socket down (libmicrohttpd then sees the connection
- * fail and closes it itself). A connection is removed in the CLOSED notification, which
- * libmicrohttpd makes before it closes the descriptor, and the reaper holds the same lock, so
+ * keeps its connection forever, and a connection whose bytes wait unread while its thread
+ * handles another request for longer than the timeout is cut, though the client was never
+ * idle (CI: a request's first line sent during a 70 s gunzip, the connection closed when the
+ * thread came back to it). So it is off (0), and the registry gives each connection an
+ * absolute deadline per phase; past it the reaper shuts the socket down (libmicrohttpd then sees
+ * the connection fail and closes it itself). A connection is removed in the CLOSED notification,
+ * which libmicrohttpd makes before it closes the descriptor, and the reaper holds the same lock, so
  * it never shuts down a descriptor that has been reused.
  *
  * --max-connections is enforced here too, not by libmicrohttpd alone: at its limit
@@ -330,8 +333,12 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         struct conn *k = calloc(1, sizeof *k);
         if (k == NULL || ci == NULL) {
+            /* A connection the registry cannot hold would have no deadline at all (there is
+             * no idle timeout of libmicrohttpd's behind it): closed at once. */
+            if (ci != NULL)
+                shutdown(ci->connect_fd, SHUT_RDWR);
             free(k);
-            return; /* no deadline for this one; libmicrohttpd's idle timeout still applies */
+            return;
         }
         int64_t now = mono_ns();
         k->fd = ci->connect_fd;
@@ -846,7 +853,7 @@ int pa_coll_server_start(struct pa_coll_server **out, const struct pa_coll_serve
                      MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
         MHD_OPTION_CONNECTION_LIMIT, srv->max_conns + reserve, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         cfg->max_connections_per_client, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
