@@ -182,6 +182,21 @@ OUTSIDE_ROOT_PAIRS = [
 ]
 
 
+def read_to_end(sock):
+    """Everything the peer sends on sock until it closes its side; what came before a reset
+    (a connection the collector cut) when it resets."""
+    got = b""
+    try:
+        while True:
+            b = sock.recv(65536)
+            if not b:
+                break
+            got += b
+    except ConnectionResetError:
+        pass
+    return got
+
+
 def make_source_root(workdir):
     """A source root under workdir holding a.py and a link out of it (etc -> /etc), as an
     operator might have; returns its path, for --source-root /app=PATH."""

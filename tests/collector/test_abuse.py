@@ -22,7 +22,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import (OUTSIDE_ROOT_PAIRS, Collector, gz, heatmap_reasons, make_source_root,
-                     parse_folded, peak_rss, reset_peak_rss)
+                     parse_folded, peak_rss, read_to_end, reset_peak_rss)
 
 T0 = int(time.time()) // 10 * 10 - 3600
 # The heavy uploads lie in the last minute and the next few: the collector rolls a span up only
@@ -300,12 +300,7 @@ class Abuse(unittest.TestCase):
                 s = socket.create_connection(("127.0.0.1", self.c.port), timeout=5,
                                              source_address=(attacker(40 + n % 4), 0))
                 s.sendall((post + framings[n % 4] + "\r\na 1\n" + hidden).encode())
-                out = b""
-                while True:
-                    b = s.recv(65536)
-                    if not b:
-                        break
-                    out += b
+                out = read_to_end(s)
                 s.close()
                 self.assertTrue(out.startswith(b"HTTP/1.1 400 "), out[:100])
                 self.assertEqual(out.count(b"HTTP/1.1"), 1)
@@ -458,15 +453,7 @@ class SlowHandlingIsNotTheClientsFault(unittest.TestCase):
             behind.sendall(("POST /ingest?name=behind.cpu&format=folded&from=%d&until=%d HTTP/1.1\r\n"
                             "Host: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
                             % (T0, T0 + 10, len(small))).encode() + small)
-            answer = b""
-            while True:
-                try:
-                    b = behind.recv(65536)
-                except ConnectionResetError:
-                    break
-                if not b:
-                    break
-                answer += b
+            answer = read_to_end(behind)
             behind.close()
             small_s = time.monotonic() - t
             th.join()
@@ -498,17 +485,12 @@ class SlowHandlingIsNotTheClientsFault(unittest.TestCase):
                             % (T0, T0 + 10)).encode())
             th.join()
             time.sleep(1.0)
-            answer = b""
             try:
                 behind.sendall(("Host: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
                                 % len(small)).encode() + small)
-                while True:
-                    b = behind.recv(65536)
-                    if not b:
-                        break
-                    answer += b
             except (ConnectionResetError, BrokenPipeError):
                 pass
+            answer = read_to_end(behind)
             behind.close()
             print("  bomb answered %d after %.2f s; the request read late: %r"
                   % (out["big"][0], out["big_s"], answer[:40]), file=sys.stderr)

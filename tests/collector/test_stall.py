@@ -15,24 +15,11 @@ import sys
 import time
 import unittest
 
-from harness import Collector
+from harness import Collector, read_to_end
 
 T0 = int(time.time()) // 10 * 10 - 3600
 STALL = 62  # seconds: past libmicrohttpd's 60 s idle timeout, which the collector used
 HEADER = 2  # --header-timeout, seconds
-
-
-def read_all(sock):
-    answer = b""
-    try:
-        while True:
-            b = sock.recv(65536)
-            if not b:
-                break
-            answer += b
-    except (ConnectionResetError, BrokenPipeError):
-        pass
-    return answer
 
 
 class StalledCollector(unittest.TestCase):
@@ -64,7 +51,7 @@ class StalledCollector(unittest.TestCase):
                               % len(body)).encode() + body)
             except (ConnectionResetError, BrokenPipeError):
                 pass
-            answers = {"whole": read_all(whole), "half": read_all(half)}
+            answers = {"whole": read_to_end(whole), "half": read_to_end(half)}
             # The silent one: cut at its header deadline (counted from its accept, long past),
             # within a few of the reaper's checks after the stall.
             silent.settimeout(HEADER + 5)
