@@ -197,6 +197,18 @@ def read_to_end(sock):
     return got
 
 
+def finish_request(sock, body):
+    """Sends the rest of a request whose first line sock already sent (its headers, then
+    body), and returns the answer: everything until the collector closes the connection, or
+    what came before it cut the connection (b"" then, most likely)."""
+    try:
+        sock.sendall(("Host: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                      % len(body)).encode() + body)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    return read_to_end(sock)
+
+
 def make_source_root(workdir):
     """A source root under workdir holding a.py and a link out of it (etc -> /etc), as an
     operator might have; returns its path, for --source-root /app=PATH."""

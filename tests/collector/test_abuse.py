@@ -21,8 +21,8 @@ import urllib.parse
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import (OUTSIDE_ROOT_PAIRS, Collector, gz, heatmap_reasons, make_source_root,
-                     parse_folded, peak_rss, read_to_end, reset_peak_rss)
+from harness import (OUTSIDE_ROOT_PAIRS, Collector, finish_request, gz, heatmap_reasons,
+                     make_source_root, parse_folded, peak_rss, read_to_end, reset_peak_rss)
 
 T0 = int(time.time()) // 10 * 10 - 3600
 # The heavy uploads lie in the last minute and the next few: the collector rolls a span up only
@@ -485,12 +485,7 @@ class SlowHandlingIsNotTheClientsFault(unittest.TestCase):
                             % (T0, T0 + 10)).encode())
             th.join()
             time.sleep(1.0)
-            try:
-                behind.sendall(("Host: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
-                                % len(small)).encode() + small)
-            except (ConnectionResetError, BrokenPipeError):
-                pass
-            answer = read_to_end(behind)
+            answer = finish_request(behind, small)
             behind.close()
             print("  bomb answered %d after %.2f s; the request read late: %r"
                   % (out["big"][0], out["big_s"], answer[:40]), file=sys.stderr)
