@@ -393,16 +393,25 @@ static bool unread_bytes(const struct conn *k) {
 
 enum { REAPER_TICK_MS = 200 };
 
+/* The reaper itself may come late: the whole collector stopped (SIGSTOP) or starved of CPU,
+ * its HTTP threads with it. The time it was away (beyond a tick's slack) is the collector's,
+ * not the clients': every deadline moves by it. Else, at the stall's end, a connection whose
+ * request had all arrived meanwhile was cut if its thread read it before the reaper's first
+ * look (no byte unread then, the deadline long past) and before the request was parsed. */
 static void *reaper(void *arg) {
     struct pa_coll_server *srv = arg;
-    struct timespec tick = {0, REAPER_TICK_MS * 1000 * 1000};
+    const int64_t tick_ns = (int64_t)REAPER_TICK_MS * 1000000;
+    struct timespec tick = {0, tick_ns};
+    int64_t before = mono_ns();
     while (!atomic_load(&srv->stopping)) {
         nanosleep(&tick, NULL);
-        int64_t now = mono_ns();
+        int64_t now = mono_ns(), away = now - before - tick_ns;
+        before = now;
         pthread_mutex_lock(&srv->conns_lock);
         for (struct conn *k = srv->conns; k; k = k->next) {
-            if (!k->deadline_ns ||
-                (!k->late && now + (int64_t)REAPER_TICK_MS * 1000000 <= k->deadline_ns))
+            if (k->deadline_ns && away > tick_ns)
+                k->deadline_ns += away;
+            if (!k->deadline_ns || (!k->late && now + tick_ns <= k->deadline_ns))
                 continue;
             k->late = unread_bytes(k);
             if (k->late)
