@@ -84,7 +84,6 @@ int pa_sampler_init(const struct pa_python *p, const struct pa_sampler_config *c
                                    c->opcodes, c->bucket_ms, c->async_tasks};
     pa_handler_setup(p, &hc, &tables);
     pa_reg_timer_want = c->timer_want;
-    srandom((unsigned)(getpid() ^ pa_mono_ns()));
     python = p;
     pa_asyncio_find(p, NULL); /* a built-in _asyncio publishes its layout from the start */
     initialized = 1;

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "../base/bss.h"
+#include "../base/rand.h"
 #include "../base/realfns.h"
 #include "guard.h"
 
@@ -133,7 +134,7 @@ static int arm_posix(struct pa_timer *t, clockid_t clock, pid_t tid, unsigned ra
         return -1;
     t->period_ns = 1000000000L / (long)rate;
     /* A random first expiry spreads threads' samples instead of lining them up. */
-    t->first_ns = 1 + (long)((unsigned long)random() % (unsigned long)t->period_ns);
+    t->first_ns = 1 + (long)(pa_rand64() % (uint64_t)t->period_ns);
     return 0;
 }
 

@@ -41,6 +41,7 @@
 #include "../base/beside.h"
 #include "../base/bss.h"
 #include "../base/log.h"
+#include "../base/rand.h"
 #include "modname.h"
 #include "wire.h"
 
@@ -713,7 +714,7 @@ static void new_id(unsigned char b[16], char *out, size_t len) {
     memset(b, 0, 16);
     if (getrandom(b, 16, GRND_NONBLOCK) != 16)
         for (size_t i = 0; i < 16; i++)
-            b[i] = (unsigned char)random();
+            b[i] = (unsigned char)(pa_rand64() >> 24);
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
@@ -1119,7 +1120,7 @@ void pa_send_flush(double deadline, int respect_backoff) {
         double wait = failures >= 7 ? 60.0 : (double)(1u << (failures - 1));
         if (wait > 60)
             wait = 60;
-        wait *= 0.5 + (double)(random() % 1000) / 1000.0;
+        wait *= 0.5 + (double)(pa_rand64() % 1000) / 1000.0;
         retry_at = mono() + wait;
         if (failures == 1 || failures % 10 == 0)
             pa_log(PA_LOG_WARN,
