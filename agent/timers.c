@@ -31,12 +31,14 @@
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,6 +301,47 @@ void pa_timer_pause(struct pa_timer *t) {
     }
 }
 
+/* Whether auto takes a POSIX CPU timer first: at rates within every kernel's tick (100 Hz,
+ * CONFIG_HZ's least choice), and where the kernel makes such a timer's signal on the thread's
+ * way back to user mode (task work: x86-64 since Linux 5.9, POSIX_CPU_TIMERS_TASK_WORK), so
+ * that it never comes while the thread is in a system call, as a perf event's does not
+ * either. Elsewhere (older kernels raise it from the tick interrupt, where a blocking call
+ * then returns EINTR) perf events stay first. Why not perf events everywhere: the first
+ * per-task perf event on a machine that has none makes the kernel switch its scheduler hooks
+ * on and wait for an RCU grace period, 5-20 ms of the program's wall time at a cold start
+ * (architecture.md, "Timers and modes"); a POSIX timer costs microseconds. 1 yes, 0 no. */
+enum { POSIX_FIRST_MAX_RATE = 100 };
+static int posix_first(unsigned rate) {
+    static _Atomic int known = -1;
+    if (rate > POSIX_FIRST_MAX_RATE)
+        return 0;
+    int k = atomic_load(&known);
+    if (k < 0) {
+        struct utsname u;
+        unsigned major = 0, minor = 0;
+        k = uname(&u) == 0 && strcmp(u.machine, "x86_64") == 0 &&
+            sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+            (major > 5 || (major == 5 && minor >= 9));
+        atomic_store(&known, k);
+    }
+    return k;
+}
+
+/* A POSIX timer on thread tid's CPU clock, started if start. */
+static int arm_cpu_timer(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate,
+                         int start) {
+    clockid_t clock;
+    if (pthread_getcpuclockid(pthread, &clock) != 0 || arm_posix(t, clock, tid, rate) != 0)
+        return PA_TIMER_NONE;
+    t->kind = PA_TIMER_CPU;
+    if (start && pa_timer_resume(t) != 0) {
+        int e = errno;
+        pa_timer_disarm(t);
+        errno = e;
+    }
+    return t->kind;
+}
+
 int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want,
                  int start) {
     if (t->kind != PA_TIMER_NONE)
@@ -306,10 +349,13 @@ int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate
     atomic_store(&t->ring, NULL);
     t->tid = tid;
     t->period_ns = 1000000000L / (long)rate;
-    /* perf events first (any rate, and never inside a system call); POSIX CPU timers are the
-     * fallback. A stopped perf timer has no event: one is made (to learn whether the kernel
-     * gives one) and ended at once, and pa_timer_resume makes it again. That probe counts the
-     * calling thread, not thread tid: the registry arms threads that block SIGPROF from the
+    if (want == PA_WANT_AUTO && posix_first(rate) &&
+        arm_cpu_timer(t, tid, pthread, rate, start) != PA_TIMER_NONE)
+        return t->kind;
+    /* perf events first above that (any rate, and never inside a system call); POSIX CPU
+     * timers are the fallback. A stopped perf timer has no event: one is made (to learn whether the
+     * kernel gives one) and ended at once, and pa_timer_resume makes it again. That probe counts
+     * the calling thread, not thread tid: the registry arms threads that block SIGPROF from the
      * agent thread (wall mode), and an event on such a thread, running on another CPU while
      * the agent thread was preempted between making and ending it, overflowed and left a
      * SIGPROF pending on it for good (a sigwait would take it). The caller waits for the
@@ -326,16 +372,7 @@ int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate
         if (want == PA_WANT_PERF)
             return PA_TIMER_NONE;
     }
-    clockid_t clock;
-    if (pthread_getcpuclockid(pthread, &clock) != 0 || arm_posix(t, clock, tid, rate) != 0)
-        return PA_TIMER_NONE;
-    t->kind = PA_TIMER_CPU;
-    if (start && pa_timer_resume(t) != 0) {
-        int e = errno;
-        pa_timer_disarm(t);
-        errno = e;
-    }
-    return t->kind;
+    return arm_cpu_timer(t, tid, pthread, rate, start);
 }
 
 void pa_timer_disarm(struct pa_timer *t) {

@@ -7,7 +7,9 @@
  *          descriptor table, so the program's table never holds a descriptor of ours, not
  *          even for a moment. Containers often forbid perf_event_open, hence the fallback:
  *   cpu    a POSIX timer on the thread's CPU clock (SIGEV_THREAD_ID): CPU time, but driven
- *          by the tick (250 signals per CPU-second at most here);
+ *          by the tick (250 signals per CPU-second at most here); made in microseconds, where
+ *          the first perf event on a machine that has none costs the kernel's RCU grace
+ *          period, so auto takes it first at rates within every kernel's tick (timers.c);
  * Wall mode uses these too, for the time a thread runs; its time off a CPU is counted by the
  * wall tick thread, which signals nobody (wall.c). Signal side: pa_timer_is_ours tells our
  * signals from the program's; pause and resume run on a thread changing its signal mask. */
@@ -33,7 +35,8 @@ struct pa_timer {
 };
 
 /* Normal context: makes a timer of the wanted kind for thread tid at rate per second (auto:
- * perf, falling back to cpu), running if start, else stopped (pa_timer_resume starts it).
+ * cpu up to 100 Hz where the kernel makes its signals on the way back to user mode, else perf;
+ * each falling back to the other), running if start, else stopped (pa_timer_resume starts it).
  * Returns the kind made or PA_TIMER_NONE (errno set). */
 int pa_timer_arm(struct pa_timer *t, pid_t tid, pthread_t pthread, unsigned rate, int want,
                  int start);

@@ -2,8 +2,8 @@
 """Start-up and exit cost of the agent.
 
   bench/startup.py [--python PY] [--lib build/release/lib/libpyagent.so] [--rounds N]
-                   [--small-rounds N] [--exit-rounds N] [--against OLD.so] [--only TEXT] [--stages]
-                   [--json FILE]
+                   [--small-rounds N] [--exit-rounds N] [--cold-rounds N] [--against OLD.so]
+                   [--only TEXT] [--stages] [--json FILE]
 
 Start-up: `PY -c pass`, `PY -c "import asyncio"`, `/bin/true`, `sh -c true`, each with and
 without LD_PRELOAD=libpyagent.so, and two floors: `/bin/true` with an empty library preloaded,
@@ -16,7 +16,11 @@ with PYAGENT_SERVER naming a closed port on 127.0.0.1 (refused at once) and a bl
 (a local listener that accepts and never answers). With --stages, `PY -c pass` also runs with the
 agent stopped after each stage of its start (loaded and configured only; then also the
 interpreter detected and the tables set up; then also sampling armed and the file written, at
-1 Hz): the differences between those rows are what each stage costs.
+1 Hz): the differences between those rows are what each stage costs. Cold: `PY -c pass` again,
+each run after 1.5 s in which no process of the benchmark ran (--cold-rounds), with the agent
+as it starts by default, with the agent on perf events, and the least sampler (a perf event):
+the first per-task perf event on a machine that has none costs the kernel an RCU grace period
+(5-20 ms), which back-to-back runs never see.
 
 Each round runs, for every case, the baseline, the agent and the baseline again (A, B, A'),
 in an order that rotates from round to round so that drift hits all alike; A' against A is
@@ -168,7 +172,21 @@ def cases(py, lib, tmp, against=None):
         ("exit, black-hole server", [py, "-c", BURN], base, agent("http://127.0.0.1:%d" % hole.port), 1000.0,
          False),
     ]
-    return out, exits, staged
+    # Cold starts: every run after 1.5 s in which no process of this benchmark ran. The kernel
+    # switches its perf scheduler hooks off 1 s after the last per-task perf event on the
+    # machine ends (perf_sched_work), and the first such event made then waits for an RCU grace
+    # period (account_event: static_branch_enable, synchronize_rcu). Back-to-back runs, as in
+    # the rows above, keep the hooks on and never see it; a command run now and then does.
+    # (Another process holding a per-task perf event, a `perf record` or a profiled service,
+    # keeps them on too: then these rows read as the warm ones.)
+    colds = [
+        ("`python -c pass`, cold (1.5 s idle before each run)", [py, "-c", "pass"], base, [on], 1.0, False),
+        ("`python -c pass`, cold, the agent on perf events (`PYAGENT_TIMER=perf`)", [py, "-c", "pass"], base,
+         [dict(on, PYAGENT_TIMER="perf")], 1.0, False),
+        ("`python -c pass`, cold, the least sampler (floor, a perf event)", [py, "-c", "pass"], base, [least_env],
+         1.0, False),
+    ]
+    return out, exits, staged, colds
 
 
 def stats(a, b, a2, c=None):
@@ -186,7 +204,7 @@ def stats(a, b, a2, c=None):
     return out
 
 
-def measure(name, argv, env_a, env_bs, goal, rounds):
+def measure(name, argv, env_a, env_bs, goal, rounds, pause=0.0):
     envs = [env_a] + env_bs + [env_a]  # A, B, (C,) A'
     runs = [[] for _ in envs]
     for e in envs[:-1]:  # warm the page cache
@@ -194,6 +212,7 @@ def measure(name, argv, env_a, env_bs, goal, rounds):
     for r in range(rounds):
         for i in range(len(envs)):
             k = (r + i) % len(envs)
+            time.sleep(pause)
             runs[k].append(spawn(argv, envs[k]))
     order = [0, 1, len(envs) - 1] + ([2] if len(envs) == 4 else [])
     wall = stats(*([t for t, _, _ in runs[k]] for k in order))
@@ -276,6 +295,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=40, help="rounds for the start-up cases")
     ap.add_argument("--small-rounds", type=int, help="rounds for /bin/true and sh -c true (default 10 x --rounds)")
     ap.add_argument("--exit-rounds", type=int, default=7, help="rounds for the exit cases")
+    ap.add_argument("--cold-rounds", type=int, default=8,
+                    help="rounds for the cold start-up cases (each run after 1.5 s idle; 0: none)")
     ap.add_argument("--against", help="an earlier build of the library, measured in the same rounds")
     ap.add_argument("--only", help="run only the cases whose name contains TEXT (e.g. 'pass', 'exit')")
     ap.add_argument("--stages", action="store_true",
@@ -289,16 +310,17 @@ def main():
             sys.exit("no agent library at %s (scripts/build.sh release)" % path)
     small = a.small_rounds or 10 * a.rounds
     tmp = tempfile.mkdtemp(prefix="pyagent-startup-")
-    start, exits, staged = cases(a.python, lib, tmp, against)
+    start, exits, staged, colds = cases(a.python, lib, tmp, against)
     if a.stages:
         start = start[:1] + staged + start[1:]
     # The agent must really be there: a profile for `python -c pass`.
     spawn(start[0][1], start[0][3][0])
     if not any(n.endswith(".folded") for n in os.listdir(tmp)):
         sys.exit("the agent wrote no profile for `%s -c pass`: is %s the agent?" % (a.python, lib))
-    print("Python: %s; agent: %s%s; %d rounds (start-up; %d for /bin/true and sh -c true), %d rounds (exit); "
-          "A, B, %sA' interleaved\n" % (a.python, lib, "; earlier library: %s" % against if against else "",
-                                        a.rounds, small, a.exit_rounds, "C, " if against else ""))
+    print("Python: %s; agent: %s%s; %d rounds (start-up; %d for /bin/true and sh -c true), %d rounds (exit), "
+          "%d rounds (cold); A, B, %sA' interleaved\n"
+          % (a.python, lib, "; earlier library: %s" % against if against else "", a.rounds, small, a.exit_rounds,
+             a.cold_rounds, "C, " if against else ""))
     syscall_us, fault_us, area_us = machine_floor(tmp)
     print("This machine: a system call %.2f us, a fresh page's first touch (a minor fault) %.2f us, "
           "a first touch in a 2 MiB area not used before %.2f us (medians)\n" % (syscall_us, fault_us, area_us))
@@ -307,10 +329,12 @@ def main():
           % (" earlier library's cost | its CPU cost |" if against else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|%s" % ("---|---|" if against else ""))
     rows = []
-    for c in start + exits:
+    for c in start + exits + (colds if a.cold_rounds else []):
         if a.only and a.only not in c[0]:
             continue
-        r = measure(*c[:5], a.exit_rounds if c in exits else small if c[5] else a.rounds)
+        cold = c in colds
+        r = measure(*c[:5], a.exit_rounds if c in exits else a.cold_rounds if cold else small if c[5] else a.rounds,
+                    pause=1.5 if cold else 0.0)
         rows.append(r)
         w, cp = r["wall"], r["cpu"]
         earlier = ""

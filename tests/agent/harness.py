@@ -109,6 +109,7 @@ class Context:
             e["LD_PRELOAD"] = self.lib
             e.setdefault("PYAGENT_RATE", "250")
         e.update(env or {})
+        e = {k: v for k, v in e.items() if v is not None}  # None: unset (the agent's default)
         cwd = cwd or self.workdir()
         p = subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
         return Run(p.returncode, p.stdout, p.stderr, cwd)

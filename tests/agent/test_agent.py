@@ -874,6 +874,61 @@ def test_rates_beyond_the_tick(ctx):
             check(achieved > 2000, "asked %d, achieved only %d per CPU-second: tick-bound" % (rate, achieved))
 
 
+def test_default_timer(ctx):
+    """At the default rate (100 Hz, within every kernel's tick) CPU mode runs on POSIX timers
+    where the kernel makes their signals on a thread's way back to user mode (x86-64, Linux 5.9
+    and later): no perf event, because the first per-task perf event on a machine that has
+    none makes the kernel wait for an RCU grace period, 5-20 ms of wall time at every cold
+    start (architecture.md, "Timers and modes"). The kernel's own list of the process's POSIX
+    timers (/proc/self/timers) shows one SIGPROF timer on the CPU clock of each of the program's
+    threads, the header says cpu-timer, and the samples are there. Above 100 Hz, and on other
+    kernels, perf events as before: at 250 Hz no POSIX timer is listed."""
+    import platform
+    release = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", platform.release()).groups())
+    posix = platform.machine() == "x86_64" and release >= (5, 9)
+    code = ("import json, sys, threading, time\n"
+            "def burn(s):\n"
+            "    t = time.process_time()\n"
+            "    while time.process_time() - t < s:\n"
+            "        sum(range(1000))\n"
+            "seen = {}\n"
+            "def worker():\n"
+            "    burn(0.3)\n"
+            "    seen['worker'] = threading.get_native_id()\n"
+            "    seen['timers'] = open('/proc/self/timers').read()\n"
+            "t = threading.Thread(target=worker)\n"
+            "t.start()\n"
+            "burn(0.3)\n"
+            "t.join()\n"
+            "seen['main'] = threading.get_native_id()\n"
+            "json.dump(seen, open('seen.json', 'w'))\n")
+    for rate in (None, "250"):
+        r = ctx.run([ctx.python, "-c", code], env={"PYAGENT_RATE": rate})
+        check(r.rc == 0, r.err[-2000:])
+        seen = json.load(open(os.path.join(r.cwd, "seen.json")))
+        timers = []  # one entry per timer, each from its "ID: n" line on
+        for line in seen["timers"].splitlines():
+            if line.startswith("ID:"):
+                timers.append({})
+            if ": " in line and timers:
+                key, value = line.split(": ", 1)
+                timers[-1][key] = value
+        p = r.profile()
+        label = "rate %s: header %r; /proc/self/timers %r" % (rate or "default", p.meta, timers)
+        check(p.total(has_frame("burn")) > 0, "no samples of burn: " + label)
+        if rate is None and posix:
+            check(p.meta.get("rate") == "100" and p.meta.get("timer") == "cpu-timer", label)
+            # A thread's CPU clock id: ~tid << 3 | CPUCLOCK_PERTHREAD (4) | CPUCLOCK_SCHED (2).
+            want = sorted("signal/tid.%d %d" % (tid, (~tid << 3) | 6) for tid in (seen["main"], seen["worker"]))
+            got = sorted("%s %s" % (t["notify"], t["ClockID"]) for t in timers if t["signal"].startswith("27/"))
+            check(got == want, "want one SIGPROF timer per thread %r: %s" % (want, label))
+        else:
+            check(p.meta.get("timer") == "perf-task-clock", label)
+            check(not timers, "POSIX timers listed beside perf events: " + label)
+    print("default: cpu-timer, one per thread; 250 Hz: perf-task-clock" if posix else
+          "this kernel (%s %s) takes perf events at every rate" % (platform.machine(), platform.release()))
+
+
 def test_header_cpu_time(ctx):
     """The header's claims agree with the CPU time the program measured of itself: cpu_s
     (the program's threads' CPU while sampled) within 10% of its own process_time(),
@@ -2501,7 +2556,7 @@ SCOPES.update({case: "spread" for case in (
     "signal_deaths", "pool_workers", "signals", "own_sigprof_slow", "own_handler_longjmp",
     "default_app_name",
     "every_mode_with_fork_and_threads", "processes",
-    "bad_configuration", "rates_beyond_the_tick", "header_cpu_time", "own_sigterm_handler",
+    "bad_configuration", "rates_beyond_the_tick", "default_timer", "header_cpu_time", "own_sigterm_handler",
     "launcher", "off_switch", "handler_histogram", "masked_cpu_counted", "kernel_time_counted",
     "dump_threads", "dump_gil_deadlock", "dump_refusals", "dump_invisible", "top_in_tmux",
     # The flag gc_share reads on every interpreter, read again from the tick thread: wall time
