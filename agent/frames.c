@@ -450,7 +450,7 @@ struct raw_frame {
 };
 
 /* How a raw read of a chain ended. */
-enum { CHAIN_ROOT, CHAIN_UNREADABLE, CHAIN_LOOPS, CHAIN_LONGER };
+enum { CHAIN_ROOT, CHAIN_UNREADABLE, CHAIN_LOOPS, CHAIN_LONGER, CHAIN_MOVED };
 
 /* Reads the chain of thread state ts raw into out[max]: only the frames to record, shims and
  * incomplete frames skipped, and nothing looked up between two frames, so that the read spans
@@ -458,7 +458,7 @@ enum { CHAIN_ROOT, CHAIN_UNREADABLE, CHAIN_LOOPS, CHAIN_LONGER };
  * chain ended. Under the caller's guard. */
 static int read_chain(const struct pa_python *py, uintptr_t ts, struct raw_frame *out, int max,
                       int *end) {
-    uintptr_t f = top_frame(py, ts);
+    uintptr_t f = top_frame(py, ts), top = f, top_code = 0;
     int n = 0;
     *end = CHAIN_ROOT;
     for (int steps = 0; f; steps++) {
@@ -472,10 +472,22 @@ static int read_chain(const struct pa_python *py, uintptr_t ts, struct raw_frame
             *end = r < 0 ? CHAIN_UNREADABLE : CHAIN_LONGER;
             break;
         }
+        if (steps == 0)
+            top_code = raw.code;
         if (r > 0)
             out[n++] = raw;
         f = PA_READ(uintptr_t, f + py->layout.fr_back);
     }
+    /* The newest frame read first, its callers after: had it returned meanwhile (and another
+     * call perhaps taken its place), its callers' positions are of a later moment than it
+     * (a callee under its caller's next call). Such a read ends CHAIN_MOVED, which agrees
+     * with no other read. */
+    uintptr_t again = 0;
+    long offset;
+    int entry;
+    if (top && (top_frame(py, ts) != top || read_frame(py, top, &again, &offset, &entry) < 0 ||
+                again != top_code))
+        *end = CHAIN_MOVED;
     return n;
 }
 
@@ -485,7 +497,7 @@ static int read_chain(const struct pa_python *py, uintptr_t ts, struct raw_frame
  * position at the next), and the next read, made moments later, differs from it. */
 static int same_chain(const struct raw_frame *a, int na, int ea, const struct raw_frame *b, int nb,
                       int eb) {
-    if (na != nb || ea != eb)
+    if (na != nb || ea != eb || ea == CHAIN_MOVED)
         return 0;
     for (int i = 0; i < na; i++)
         if (a[i].code != b[i].code || (i > 0 && a[i].offset != b[i].offset))
